@@ -1,0 +1,21 @@
+# One image for web, worker and beat; docker-compose.yml picks the command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    STATIC_ROOT=/app/staticfiles
+WORKDIR /app
+
+COPY requirements.txt .
+# Point this at an index holding the CPU build of torch 2.13.0 (see README.md); without it
+# pip takes the default build, which brings gigabytes of CUDA libraries.
+ARG PIP_EXTRA_INDEX_URL=""
+RUN PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL" pip install --no-cache-dir -r requirements.txt
+
+COPY . .
+RUN python manage.py collectstatic --noinput
+
+RUN useradd --create-home searchsite && mkdir -p /app/.run && chown searchsite /app/.run
+USER searchsite
+
+EXPOSE 8000
+CMD ["python", "-m", "uvicorn", "searchsite.asgi:application", "--host", "0.0.0.0", "--port", "8000"]

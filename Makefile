@@ -1,0 +1,37 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: install run test lint typecheck bench-embed services clean
+
+# Re-running is quick: pip runs only when requirements.txt changed since the last install.
+$(INSTALLED): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+run: install
+	$(PY) -m searchsite.supervisor
+
+test: install lint
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy .
+
+services: install
+	$(PY) manage.py services
+
+bench-embed: install
+	$(PY) bench/embed.py
+
+clean:
+	rm -rf $(VENV) .run

@@ -1,0 +1,149 @@
+"""The write side's schema: sources, their records, canonical listings, index generations
+and listing embeddings."""
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+# Listing text weights: a title hit outranks a venue or alias hit, which outranks the
+# description. The tsvector is a stored generated column, so it is current the moment a
+# listing's transaction commits. Postgres declares array_to_string() only STABLE, so the
+# migration wraps it in an IMMUTABLE function a generated column may call.
+SEARCH_CONFIG = "english"
+
+
+class Source(models.Model):
+    class Kind(models.TextChoices):
+        FEED = "feed", "Publisher feed (RSS/Atom)"
+        CALENDAR = "calendar", "Venue calendar (iCalendar)"
+        EDITORIAL = "editorial", "Editorial records"
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    url = models.CharField(max_length=2000, blank=True, help_text="http(s) URL or local file path")
+    active = models.BooleanField(default=True)
+    poll_interval_s = models.PositiveIntegerField(default=900)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Listing(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        WITHDRAWN = "withdrawn"
+
+    title = models.CharField(max_length=500)
+    description = models.TextField(blank=True)
+    venue = models.CharField(max_length=300, blank=True)
+    aliases = ArrayField(models.CharField(max_length=300), default=list, blank=True)
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
+    timezone = models.CharField(max_length=64, blank=True)
+    url = models.URLField(max_length=2000, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    search_vector = models.GeneratedField(
+        expression=(
+            SearchVector("title", weight="A", config=SEARCH_CONFIG)
+            + SearchVector("venue", weight="B", config=SEARCH_CONFIG)
+            + SearchVector(
+                models.Func(
+                    "aliases",
+                    models.Value(" "),
+                    function="immutable_array_to_string",
+                    output_field=models.TextField(),
+                ),
+                weight="B",
+                config=SEARCH_CONFIG,
+            )
+            + SearchVector("description", weight="C", config=SEARCH_CONFIG)
+        ),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        indexes = [
+            GinIndex(fields=["search_vector"], name="listing_search_vector_gin"),
+            GinIndex(fields=["title"], opclasses=["gin_trgm_ops"], name="listing_title_trgm"),
+            models.Index(fields=["starts_at"], name="listing_starts_at"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class SourceRecord(models.Model):
+    """One input item as a source identifies it (RSS guid, iCal UID + RECURRENCE-ID, ...)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="records")
+    external_id = models.CharField(max_length=1000)
+    content_hash = models.CharField(max_length=64)
+    listing = models.ForeignKey(
+        Listing, on_delete=models.SET_NULL, null=True, blank=True, related_name="records"
+    )
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "external_id"], name="record_per_source_id")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.external_id}"
+
+
+class IndexGeneration(models.Model):
+    """An embedding model + dimensions + text pipeline; vectors are stamped with one."""
+
+    class State(models.TextChoices):
+        BUILDING = "building"
+        # Fully built but not serving: a generation waiting to be activated, or the
+        # previous active one kept for rollback until it is retired.
+        READY = "ready"
+        ACTIVE = "active"
+        RETIRED = "retired"
+
+    embedding_model = models.CharField(max_length=200)
+    dimensions = models.PositiveSmallIntegerField()
+    text_pipeline_version = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # The database, not application code, guarantees a single active generation.
+            models.UniqueConstraint(
+                fields=["state"], condition=Q(state="active"), name="one_active_generation"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"generation {self.pk} ({self.embedding_model}, {self.state})"
+
+
+class ListingEmbedding(models.Model):
+    """Kept apart from `Listing`: vector index maintenance and locks on this table can
+    never block lexical search. Each generation gets its own partial HNSW index
+    (see ingestion/generations.py), so dimensions may differ between generations."""
+
+    pk = models.CompositePrimaryKey("listing", "generation")
+    listing = models.ForeignKey(Listing, on_delete=models.CASCADE)
+    generation = models.ForeignKey(IndexGeneration, on_delete=models.CASCADE)
+    embedding = VectorField()
+    embedded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "ingestion_listing_embedding"
+
+    def __str__(self) -> str:
+        return f"listing {self.listing_id} in generation {self.generation_id}"

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class SearchsiteConfig(AppConfig):
+    name = "searchsite"

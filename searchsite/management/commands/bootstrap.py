@@ -1,0 +1,40 @@
+"""Prepare a fresh or existing installation: schema, an admin user, an active index
+generation. Safe to run on every start."""
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from ingestion import generations
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from searchsite.env import env_optional, env_str
+
+
+class Command(BaseCommand):
+    help = "Migrate, create an admin user if none exists, ensure an active index generation."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
+        generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+        self.stdout.write(
+            f"active index generation: {generation.pk} ({generation.embedding_model})"
+        )
+
+    def _ensure_admin(self) -> None:
+        users = get_user_model()
+        if users.objects.filter(is_superuser=True).exists():
+            return
+        username = env_str("ADMIN_USERNAME", "admin")
+        password = env_optional("ADMIN_PASSWORD")
+        generated = password is None
+        password = password or secrets.token_urlsafe(12)
+        users.objects.create_superuser(username, env_str("ADMIN_EMAIL", ""), password)
+        if generated:
+            # Printed once, never stored: set ADMIN_PASSWORD to choose it instead.
+            self.stdout.write(f"created admin user {username!r} with password {password!r}")
+        else:
+            self.stdout.write(f"created admin user {username!r} (password from ADMIN_PASSWORD)")

@@ -1,0 +1,142 @@
+"""Settings for the listings search site. Every value comes from the environment with a
+safe default; `docs/configuration` in README.md lists them."""
+
+import secrets
+from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
+
+from searchsite import embedded
+from searchsite.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUN_DIR = embedded.run_dir()
+
+
+def _secret_key() -> str:
+    """A key from the environment, or one generated once per installation (never in git)."""
+    configured = env_optional("DJANGO_SECRET_KEY")
+    if configured:
+        return configured
+    key_file = RUN_DIR / "secret_key"
+    if not key_file.exists():
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_prometheus",
+    "searchsite",
+    "ingestion",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "searchsite.urls"
+ASGI_APPLICATION = "searchsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Unset URLs mean the embedded servers under RUN_DIR (see searchsite/embedded).
+DATABASE_URL = env_optional("DATABASE_URL") or embedded.default_database_url()
+REDIS_URL = env_optional("REDIS_URL") or embedded.default_redis_url()
+
+
+def _database(url: str) -> dict[str, object]:
+    params = conninfo_to_dict(url)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": params.pop("dbname", "searchsite"),
+        "USER": params.pop("user", ""),
+        "PASSWORD": params.pop("password", ""),
+        "HOST": params.pop("host", ""),
+        "PORT": params.pop("port", ""),
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": params,
+    }
+
+
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "searchsite",
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.cache"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+# Only images (see Dockerfile) collect static files; elsewhere WhiteNoise serves the admin's
+# assets straight from the installed apps.
+STATIC_ROOT = env_optional("STATIC_ROOT")
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# Celery: Redis broker, one queue per kind of work (see searchsite/celery.py).
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+WORKER_HEARTBEAT_INTERVAL_S = env_float("WORKER_HEARTBEAT_INTERVAL_S", 10.0)
+WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
+
+# Embeddings
+EMBEDDER_RUNTIME = env_str("EMBEDDER_RUNTIME", "onnx")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,143 @@
+"""`make run`: the whole system in one terminal.
+
+Starts the embedded services (unless DATABASE_URL / REDIS_URL point elsewhere), prepares
+the database, then runs a Celery worker, Celery beat and the ASGI web server until
+Ctrl-C, and stops everything it started in reverse order.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+
+from searchsite import embedded
+
+# Celery's warm shutdown finishes the task in hand; past this it is killed and, thanks
+# to acks_late, the task is redelivered on the next start.
+STOP_TIMEOUT_S = 20.0
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+
+
+def _spawn(name: str, argv: list[str]) -> Child:
+    # Own process group: Ctrl-C reaches only the supervisor, which then stops the children
+    # in order (web before worker before the servers they use).
+    return Child(name, subprocess.Popen(argv, cwd=embedded.REPO_DIR, start_new_session=True))
+
+
+def _stop(child: Child) -> None:
+    if child.process.poll() is not None:
+        return
+    os.killpg(child.process.pid, signal.SIGTERM)
+    try:
+        child.process.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"{child.name} did not stop within {STOP_TIMEOUT_S:.0f}s; killing it", flush=True)
+        os.killpg(child.process.pid, signal.SIGKILL)
+        child.process.wait()
+
+
+def _commands(port: int) -> list[tuple[str, list[str]]]:
+    python = sys.executable
+    run_dir = embedded.run_dir()
+    return [
+        (
+            "worker",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "searchsite",
+                "worker",
+                "--loglevel=INFO",
+                "--queues=ingestion,embedding,warming",
+                "--concurrency=2",
+                "--hostname=worker@%h",
+            ],
+        ),
+        (
+            "beat",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "searchsite",
+                "beat",
+                "--loglevel=INFO",
+                f"--schedule={run_dir / 'celerybeat-schedule'}",
+            ],
+        ),
+        (
+            "web",
+            [
+                python,
+                "-m",
+                "uvicorn",
+                "searchsite.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+            ],
+        ),
+    ]
+
+
+def _announce(port: int) -> None:
+    base = f"http://127.0.0.1:{port}"
+    print(
+        "\nListings search is starting:\n"
+        f"  search page  {base}/\n"
+        f"  search API   {base}/api/search?q=concert\n"
+        f"  admin        {base}/admin/\n"
+        f"  metrics      {base}/metrics\n"
+        f"  health       {base}/healthz\n"
+        "Press Ctrl-C to stop everything.\n",
+        flush=True,
+    )
+
+
+def main() -> int:
+    port = int(os.environ.get("PORT", "8000"))
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+
+    services = embedded.ensure_running()
+    children: list[Child] = []
+    try:
+        manage = [sys.executable, "manage.py", "bootstrap"]
+        if subprocess.run(manage, cwd=embedded.REPO_DIR, check=False).returncode != 0:
+            print("bootstrap failed; stopping", flush=True)
+            return 1
+        for name, argv in _commands(port):
+            children.append(_spawn(name, argv))
+        _announce(port)
+        while not stopping.wait(0.5):
+            exited = [c for c in children if c.process.poll() is not None]
+            if exited:
+                print(
+                    f"{exited[0].name} exited with {exited[0].process.returncode}; stopping",
+                    flush=True,
+                )
+                return 1
+        return 0
+    finally:
+        for child in reversed(children):
+            _stop(child)
+        services.stop()
+        print("stopped", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

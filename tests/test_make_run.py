@@ -1,0 +1,112 @@
+"""`make run` end to end: the supervisor on embedded services in a fresh directory."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+import pytest
+
+from searchsite import embedded
+from searchsite.embedded import postgres
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _leftovers(run_dir: Path) -> list[str]:
+    """Processes that belong to this installation: by command line or environment."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if process.pid == os.getpid():
+            continue
+        try:
+            cmdline = " ".join(process.info["cmdline"] or [])
+            environ = process.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if str(run_dir) in cmdline or environ.get("SEARCHSITE_RUN_DIR") == str(run_dir):
+            found.append(cmdline)
+    return found
+
+
+class System:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        self.env |= {
+            "SEARCHSITE_RUN_DIR": str(run_dir),
+            "PORT": str(self.port),
+            "ADMIN_PASSWORD": "a-long-test-password",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "searchsite.supervisor"],
+            cwd=embedded.REPO_DIR,
+            env=self.env,
+            start_new_session=True,
+        )
+        wait_until(self._healthy, 120, "GET /healthz to answer 200")
+
+    def _healthy(self) -> bool:
+        assert self.process is not None
+        assert self.process.poll() is None, "the supervisor exited"
+        try:
+            return httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def interrupt(self) -> int:
+        """Ctrl-C: the terminal sends SIGINT to the supervisor's process group."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.process.wait(90)
+
+
+@pytest.fixture
+def system(tmp_path: Path) -> Iterator[System]:
+    system = System(tmp_path)
+    yield system
+    if system.process is not None and system.process.poll() is None:
+        system.interrupt()
+
+
+def test_make_run_serves_stops_cleanly_and_keeps_data(system: System) -> None:
+    system.start()
+    assert "Log in" in httpx.get(f"{system.base}/admin/login/", timeout=5).text
+    assert httpx.get(f"{system.base}/metrics", timeout=5).status_code == 200
+
+    title = f"Persistence check {uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.url(system.run_dir / "pgdata")) as conn:
+        conn.execute(
+            "INSERT INTO ingestion_listing (title, description, venue, aliases, timezone, url,"
+            " status, created_at, updated_at) VALUES (%s, '', '', '{}', '', '', 'active',"
+            " now(), now())",
+            [title],
+        )
+
+    assert system.interrupt() == 0
+    assert _leftovers(system.run_dir) == []
+
+    system.start()
+    found = httpx.get(f"{system.base}/api/search", params={"q": title}, timeout=5).json()
+    assert [listing["title"] for listing in found["results"]] == [title]
+    assert system.interrupt() == 0
+    assert _leftovers(system.run_dir) == []
