@@ -63,3 +63,52 @@ def ensure_active_generation(embedding_model: str, dimensions: int) -> IndexGene
         generation = create_generation(embedding_model, dimensions)
         activate(generation)
         return generation
+
+
+def progress(generation: IndexGeneration) -> tuple[int, int]:
+    """(listings embedded at their current version, active listings) for a generation."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(e.listing_id), count(*) FROM ingestion_listing l"
+            " LEFT JOIN ingestion_listing_embedding e ON e.listing_id = l.id"
+            " AND e.generation_id = %s AND e.content_version = l.content_version"
+            " WHERE l.status = 'active'",
+            [generation.pk],
+        )
+        done, total = cursor.fetchone()
+    return int(done), int(total)
+
+
+def mark_ready(generation: IndexGeneration) -> None:
+    IndexGeneration.objects.filter(pk=generation.pk, state=IndexGeneration.State.BUILDING).update(
+        state=IndexGeneration.State.READY
+    )
+
+
+def rollback() -> IndexGeneration:
+    """Re-activate the generation that was active before the current one."""
+    previous = (
+        IndexGeneration.objects.filter(
+            state=IndexGeneration.State.READY, activated_at__isnull=False
+        )
+        .order_by("-activated_at")
+        .first()
+    )
+    if previous is None:
+        raise ValueError("no previously active generation to roll back to")
+    activate(previous)
+    return previous
+
+
+def retire(generation: IndexGeneration) -> None:
+    """Drop a generation's vectors and its index; the active one cannot be retired."""
+    if generation.state == IndexGeneration.State.ACTIVE:
+        raise ValueError("the active generation cannot be retired; activate another first")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(generation)}")
+        cursor.execute(
+            "DELETE FROM ingestion_listing_embedding WHERE generation_id = %s", [generation.pk]
+        )
+    generation.state = IndexGeneration.State.RETIRED
+    generation.retired_at = timezone.now()
+    generation.save(update_fields=["state", "retired_at"])

@@ -27,6 +27,19 @@ class Source(models.Model):
     active = models.BooleanField(default=True)
     poll_interval_s = models.PositiveIntegerField(default=900)
     created_at = models.DateTimeField(auto_now_add=True)
+    next_poll_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Conditional GET: what the server said last time.
+    etag = models.CharField(max_length=500, blank=True)
+    last_modified = models.CharField(max_length=100, blank=True)
+    payload_hash = models.CharField(max_length=64, blank=True)
+    # Circuit breaker (searchsite/breaker.py): state, and its sliding window of outcomes.
+    breaker_state = models.CharField(max_length=16, default="closed")
+    breaker_opened_at = models.DateTimeField(null=True, blank=True)
+    breaker_window = models.JSONField(default=dict, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_permanent = models.BooleanField(null=True, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -44,10 +57,18 @@ class Listing(models.Model):
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
     timezone = models.CharField(max_length=64, blank=True)
+    all_day = models.BooleanField(default=False)
     url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Bumped whenever the embedded text changes; an embedding of an older version is stale.
+    content_version = models.PositiveIntegerField(default=1)
+    # When the input behind the latest change was fetched, and when that change committed
+    # (and so became lexically searchable): the two ends of the ingestion lag.
+    fetched_at = models.DateTimeField(null=True, blank=True)
+    fetched_kind = models.CharField(max_length=16, blank=True)
+    lexically_searchable_at = models.DateTimeField(null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=(
             SearchVector("title", weight="A", config=SEARCH_CONFIG)
@@ -88,6 +109,9 @@ class SourceRecord(models.Model):
     listing = models.ForeignKey(
         Listing, on_delete=models.SET_NULL, null=True, blank=True, related_name="records"
     )
+    withdrawn = models.BooleanField(default=False)
+    # The draft as last seen, so an editor's split can rebuild a listing from its records.
+    data = models.JSONField(default=dict)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -140,10 +164,79 @@ class ListingEmbedding(models.Model):
     listing = models.ForeignKey(Listing, on_delete=models.CASCADE)
     generation = models.ForeignKey(IndexGeneration, on_delete=models.CASCADE)
     embedding = VectorField()
-    embedded_at = models.DateTimeField(auto_now_add=True)
+    content_version = models.PositiveIntegerField()
+    embedded_at = models.DateTimeField()
 
     class Meta:
         db_table = "ingestion_listing_embedding"
 
     def __str__(self) -> str:
         return f"listing {self.listing_id} in generation {self.generation_id}"
+
+
+class Poll(models.Model):
+    """One poll of a source and what became of every input item."""
+
+    class Status(models.TextChoices):
+        OK = "ok"
+        NOT_MODIFIED = "not_modified"
+        SKIPPED = "skipped", "Skipped (breaker open)"
+        FAILED = "failed", "Fetch failed"
+        REJECTED = "rejected", "Payload rejected"
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="polls")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices)
+    items = models.PositiveIntegerField(default=0)
+    new = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    withdrawn = models.PositiveIntegerField(default=0)
+    quarantined = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["source", "-started_at"], name="poll_source_recent")]
+
+    def __str__(self) -> str:
+        return f"poll of {self.source_id} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+
+class QuarantinedItem(models.Model):
+    """An input item (or a whole payload) that could not be ingested, and why."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="quarantine")
+    poll = models.ForeignKey(Poll, on_delete=models.SET_NULL, null=True, blank=True)
+    position = models.IntegerField(null=True, blank=True)
+    external_id = models.CharField(max_length=1000, blank=True)
+    reason = models.TextField()
+    permanent = models.BooleanField(default=True)
+    excerpt = models.TextField(blank=True)
+    # Editorial records keep their full JSON here, so an editor can correct it and retry.
+    raw = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retry_requested_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["source"], condition=Q(resolved_at=None), name="quarantine_open")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}#{self.position}: {self.reason[:60]}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for an upstream editorial system; records it posts go to `source`.
+    Only a hash is stored: the token itself is shown once, when it is created."""
+
+    name = models.CharField(max_length=200, unique=True)
+    source = models.ForeignKey(Source, on_delete=models.CASCADE)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.name

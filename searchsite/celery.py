@@ -37,6 +37,12 @@ app.conf.update(
     worker_send_task_events=False,
     broker_connection_retry_on_startup=True,
     timezone="UTC",
+    beat_schedule={
+        # Each source has its own interval; this only asks which ones are due.
+        "poll-due-sources": {"task": "ingestion.tasks.poll_due_sources", "schedule": 15.0},
+        # A safety sweep: embedding is normally queued by the poll that changed listings.
+        "embed-pending": {"task": "ingestion.tasks.embed_pending", "schedule": 60.0},
+    },
 )
 
 app.autodiscover_tasks()

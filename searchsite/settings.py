@@ -132,6 +132,33 @@ WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
 
 # Embeddings
 EMBEDDER_RUNTIME = env_str("EMBEDDER_RUNTIME", "onnx")
+EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 32)
+EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
+
+# Fetching sources: every fetch is bounded in time and size.
+FETCH_CONNECT_TIMEOUT_S = env_float("FETCH_CONNECT_TIMEOUT_S", 5.0)
+FETCH_READ_TIMEOUT_S = env_float("FETCH_READ_TIMEOUT_S", 10.0)
+FETCH_TOTAL_TIMEOUT_S = env_float("FETCH_TOTAL_TIMEOUT_S", 30.0)
+FETCH_SLOW_S = env_float("FETCH_SLOW_S", 10.0)
+FETCH_MAX_BYTES = env_int("FETCH_MAX_BYTES", 10 * 1024 * 1024)
+# Off by default: a source URL must not reach the database, Redis or cloud metadata.
+FETCH_ALLOW_PRIVATE_ADDRESSES = env_bool("FETCH_ALLOW_PRIVATE_ADDRESSES", False)
+
+# Per-source circuit breaker.
+SOURCE_BREAKER_WINDOW_S = env_float("SOURCE_BREAKER_WINDOW_S", 3600.0)
+SOURCE_BREAKER_MIN_CALLS = env_int("SOURCE_BREAKER_MIN_CALLS", 3)
+SOURCE_BREAKER_FAILURE_RATIO = env_float("SOURCE_BREAKER_FAILURE_RATIO", 0.6)
+SOURCE_BREAKER_COOLDOWN_S = env_float("SOURCE_BREAKER_COOLDOWN_S", 600.0)
+
+# Calendars: recurrences are expanded within this window around now.
+CALENDAR_WINDOW_PAST_DAYS = env_int("CALENDAR_WINDOW_PAST_DAYS", 1)
+CALENDAR_WINDOW_FUTURE_DAYS = env_int("CALENDAR_WINDOW_FUTURE_DAYS", 365)
+CALENDAR_MAX_OCCURRENCES_PER_EVENT = env_int("CALENDAR_MAX_OCCURRENCES_PER_EVENT", 500)
+
+# De-duplication of the same event from different sources.
+DEDUP_START_TOLERANCE_MIN = env_int("DEDUP_START_TOLERANCE_MIN", 30)
+DEDUP_TITLE_SIMILARITY = env_float("DEDUP_TITLE_SIMILARITY", 0.5)
+DEDUP_VENUE_SIMILARITY = env_float("DEDUP_VENUE_SIMILARITY", 0.3)
 
 LOGGING = {
     "version": 1,

@@ -6,6 +6,7 @@ Ctrl-C, and stops everything it started in reverse order.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,15 @@ def _commands(port: int) -> list[tuple[str, list[str]]]:
     ]
 
 
+def _prepare_metrics_dir() -> None:
+    """Web and worker processes write their metrics here, and /metrics adds them all up.
+    Files of a previous run would count its processes twice, so start empty."""
+    metrics_dir = embedded.run_dir() / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+
+
 def _announce(port: int) -> None:
     base = f"http://127.0.0.1:{port}"
     print(
@@ -114,6 +124,7 @@ def main() -> int:
         signal.signal(signum, lambda *_: stopping.set())
 
     services = embedded.ensure_running()
+    _prepare_metrics_dir()
     children: list[Child] = []
     try:
         manage = [sys.executable, "manage.py", "bootstrap"]

@@ -1,11 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from ingestion.api import post_records
 from searchsite.health import healthz
+from searchsite.metrics_view import metrics
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    path("", include("django_prometheus.urls")),
+    path("api/editorial/records", post_records, name="editorial-records"),
     path("", include("retrieval.urls")),
 ]

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.redis_client import get_redis
 
@@ -43,10 +44,13 @@ def child_env(test_database_url: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def celery_worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A real Celery worker process consuming every queue, against the test database."""
-    hostname = f"test-worker-{os.getpid()}@localhost"
+def start_worker(
+    env: dict[str, str], *, name: str, concurrency: int = 1
+) -> subprocess.Popen[bytes]:
+    """A real Celery worker process consuming every queue; returns once it is running."""
+    hostname = f"{name}-{os.getpid()}@localhost"
+    # Tasks queued by earlier tests (embedding sweeps, polls) must not run in this one.
+    get_redis().delete(*QUEUES)
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -57,14 +61,28 @@ def celery_worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]
             "worker",
             "--loglevel=WARNING",
             "--queues=ingestion,embedding,warming",
-            "--concurrency=1",
+            f"--concurrency={concurrency}",
             f"--hostname={hostname}",
         ],
-        env=child_env,
+        env=env,
         start_new_session=True,
     )
     redis = get_redis()
     wait_until(lambda: redis.hexists(HEARTBEAT_KEY, hostname), 60, "the worker's heartbeat")
-    yield worker
+    return worker
+
+
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     os.killpg(worker.pid, signal.SIGTERM)
-    worker.wait(30)
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+@pytest.fixture(scope="module")
+def celery_worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    worker = start_worker(child_env, name="test-worker")
+    yield worker
+    stop_worker(worker)

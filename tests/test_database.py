@@ -90,7 +90,8 @@ def test_each_generation_gets_its_own_hnsw_index_over_its_rows_only() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO ingestion_listing_embedding (listing_id, generation_id, embedding,"
-            " embedded_at) VALUES (%s, %s, '[1,0,0]', now()), (%s, %s, '[0,1,0,0]', now())",
+            " content_version, embedded_at)"
+            " VALUES (%s, %s, '[1,0,0]', 1, now()), (%s, %s, '[0,1,0,0]', 1, now())",
             [listing.pk, small.pk, listing.pk, large.pk],
         )
         cursor.execute(

@@ -1,5 +1,6 @@
 """`make run` end to end: the supervisor on embedded services in a fresh directory."""
 
+import json
 import os
 import signal
 import socket
@@ -11,11 +12,9 @@ from pathlib import Path
 
 import httpx
 import psutil
-import psycopg
 import pytest
 
 from searchsite import embedded
-from searchsite.embedded import postgres
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
@@ -92,15 +91,21 @@ def test_make_run_serves_stops_cleanly_and_keeps_data(system: System) -> None:
     system.start()
     assert "Log in" in httpx.get(f"{system.base}/admin/login/", timeout=5).text
     assert httpx.get(f"{system.base}/metrics", timeout=5).status_code == 200
+    # The demo data went through the real pipeline: the concert that both the demo feed and
+    # the demo calendar list is one listing.
+    demo = httpx.get(f"{system.base}/api/search", params={"q": "Nina Simone"}, timeout=5)
+    assert len(demo.json()["results"]) == 1
 
     title = f"Persistence check {uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.url(system.run_dir / "pgdata")) as conn:
-        conn.execute(
-            "INSERT INTO ingestion_listing (title, description, venue, aliases, timezone, url,"
-            " status, created_at, updated_at) VALUES (%s, '', '', '{}', '', '', 'active',"
-            " now(), now())",
-            [title],
-        )
+    records = system.run_dir / "records.json"
+    records.write_text(json.dumps([{"id": "persist", "title": title}]))
+    subprocess.run(
+        [sys.executable, "manage.py", "ingest", "--kind", "editorial", str(records)],
+        cwd=embedded.REPO_DIR,
+        env=system.env,
+        check=True,
+        timeout=120,
+    )
 
     assert system.interrupt() == 0
     assert _leftovers(system.run_dir) == []

@@ -54,6 +54,17 @@ class Migration(migrations.Migration):
                 ("active", models.BooleanField(default=True)),
                 ("poll_interval_s", models.PositiveIntegerField(default=900)),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("next_poll_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("etag", models.CharField(blank=True, max_length=500)),
+                ("last_modified", models.CharField(blank=True, max_length=100)),
+                ("payload_hash", models.CharField(blank=True, max_length=64)),
+                ("breaker_state", models.CharField(default="closed", max_length=16)),
+                ("breaker_opened_at", models.DateTimeField(blank=True, null=True)),
+                ("breaker_window", models.JSONField(blank=True, default=dict)),
+                ("last_success_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("last_error_permanent", models.BooleanField(blank=True, null=True)),
+                ("last_error_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
@@ -119,6 +130,7 @@ class Migration(migrations.Migration):
                 ("starts_at", models.DateTimeField(blank=True, null=True)),
                 ("ends_at", models.DateTimeField(blank=True, null=True)),
                 ("timezone", models.CharField(blank=True, max_length=64)),
+                ("all_day", models.BooleanField(default=False)),
                 ("url", models.URLField(blank=True, max_length=2000)),
                 (
                     "status",
@@ -130,6 +142,10 @@ class Migration(migrations.Migration):
                 ),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
+                ("content_version", models.PositiveIntegerField(default=1)),
+                ("fetched_at", models.DateTimeField(blank=True, null=True)),
+                ("fetched_kind", models.CharField(blank=True, max_length=16)),
+                ("lexically_searchable_at", models.DateTimeField(blank=True, null=True)),
                 (
                     "search_vector",
                     models.GeneratedField(
@@ -196,7 +212,8 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("embedding", pgvector.django.vector.VectorField()),
-                ("embedded_at", models.DateTimeField(auto_now_add=True)),
+                ("content_version", models.PositiveIntegerField()),
+                ("embedded_at", models.DateTimeField()),
                 (
                     "generation",
                     models.ForeignKey(
@@ -215,6 +232,68 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.CreateModel(
+            name="Poll",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ok", "Ok"),
+                            ("not_modified", "Not Modified"),
+                            ("skipped", "Skipped (breaker open)"),
+                            ("failed", "Fetch failed"),
+                            ("rejected", "Payload rejected"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("items", models.PositiveIntegerField(default=0)),
+                ("new", models.PositiveIntegerField(default=0)),
+                ("updated", models.PositiveIntegerField(default=0)),
+                ("unchanged", models.PositiveIntegerField(default=0)),
+                ("withdrawn", models.PositiveIntegerField(default=0)),
+                ("quarantined", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="polls",
+                        to="ingestion.source",
+                    ),
+                ),
+            ],
+        ),
+        migrations.CreateModel(
+            name="ApiToken",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("token_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("revoked", models.BooleanField(default=False)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="ingestion.source"
+                    ),
+                ),
+            ],
+        ),
+        migrations.CreateModel(
             name="SourceRecord",
             fields=[
                 (
@@ -225,6 +304,8 @@ class Migration(migrations.Migration):
                 ),
                 ("external_id", models.CharField(max_length=1000)),
                 ("content_hash", models.CharField(max_length=64)),
+                ("withdrawn", models.BooleanField(default=False)),
+                ("data", models.JSONField(default=dict)),
                 ("first_seen_at", models.DateTimeField(auto_now_add=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
                 (
@@ -246,12 +327,61 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
+        ),
+        migrations.CreateModel(
+            name="QuarantinedItem",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.IntegerField(blank=True, null=True)),
+                ("external_id", models.CharField(blank=True, max_length=1000)),
+                ("reason", models.TextField()),
+                ("permanent", models.BooleanField(default=True)),
+                ("excerpt", models.TextField(blank=True)),
+                ("raw", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("retry_requested_at", models.DateTimeField(blank=True, null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "poll",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to="ingestion.poll",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="quarantine",
+                        to="ingestion.source",
+                    ),
+                ),
+            ],
             options={
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("source", "external_id"), name="record_per_source_id"
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("resolved_at", None)),
+                        fields=["source"],
+                        name="quarantine_open",
                     )
                 ],
             },
+        ),
+        migrations.AddIndex(
+            model_name="poll",
+            index=models.Index(fields=["source", "-started_at"], name="poll_source_recent"),
+        ),
+        migrations.AddConstraint(
+            model_name="sourcerecord",
+            constraint=models.UniqueConstraint(
+                fields=("source", "external_id"), name="record_per_source_id"
+            ),
         ),
     ]

@@ -8,13 +8,17 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from ingestion import generations
+from ingestion import generations, tasks
+from ingestion.demo import load_demo_sources
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
-from searchsite.env import env_optional, env_str
+from searchsite.env import env_bool, env_optional, env_str
 
 
 class Command(BaseCommand):
-    help = "Migrate, create an admin user if none exists, ensure an active index generation."
+    help = (
+        "Migrate, create an admin user if none exists, ensure an active index generation, "
+        "load the demo sources on first run."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -23,6 +27,14 @@ class Command(BaseCommand):
         self.stdout.write(
             f"active index generation: {generation.pk} ({generation.embedding_model})"
         )
+        if env_bool("DEMO_DATA", True):
+            for poll in load_demo_sources():
+                self.stdout.write(
+                    f"demo source {poll.source.name}: {poll.items} items, {poll.new} new, "
+                    f"{poll.updated} merged into another source's listing, "
+                    f"{poll.quarantined} quarantined"
+                )
+            tasks.schedule_embedding()
 
     def _ensure_admin(self) -> None:
         users = get_user_model()

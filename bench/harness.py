@@ -1,0 +1,27 @@
+"""Shared start-up for benchmarks: embedded services in a scratch directory (or the
+servers named by DATABASE_URL / REDIS_URL), Django configured, schema migrated."""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def start() -> object:
+    """Returns the embedded services handle; call .stop() on it when done."""
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
+    base = Path(tempfile.mkdtemp(prefix="searchsite-bench-"))
+    os.environ["SEARCHSITE_RUN_DIR"] = str(base)
+    from searchsite import embedded
+
+    services = embedded.ensure_running(base)
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return services

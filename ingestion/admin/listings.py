@@ -1,0 +1,68 @@
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from ingestion import merging
+from ingestion.models import Listing, SourceRecord
+
+
+class SourceRecordInline(admin.TabularInline):
+    model = SourceRecord
+    fields = ("source", "external_id", "withdrawn", "updated_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Listing)
+class ListingAdmin(admin.ModelAdmin):
+    list_display = ("title", "venue", "starts_at", "status", "record_count", "updated_at")
+    list_filter = ("status", "fetched_kind")
+    search_fields = ("title", "venue")
+    date_hierarchy = "starts_at"
+    readonly_fields = (
+        "content_version",
+        "fetched_at",
+        "fetched_kind",
+        "lexically_searchable_at",
+        "created_at",
+        "updated_at",
+    )
+    inlines = (SourceRecordInline,)
+    actions = ("merge_listings",)
+
+    @admin.display(description="records")
+    def record_count(self, listing: Listing) -> int:
+        return listing.records.count()
+
+    @admin.action(description="Merge selected listings into the oldest one")
+    def merge_listings(self, request: HttpRequest, queryset: QuerySet[Listing]) -> None:
+        listings = list(queryset.order_by("pk"))
+        if len(listings) < 2:
+            self.message_user(request, "Select at least two listings to merge.", "error")
+            return
+        keep = listings[0]
+        for other in listings[1:]:
+            keep = merging.merge(keep, other)
+        self.message_user(request, f"Merged {len(listings)} listings into “{keep.title}”.")
+
+
+@admin.register(SourceRecord)
+class SourceRecordAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "source", "listing", "withdrawn", "updated_at")
+    list_filter = ("source__kind", "withdrawn")
+    search_fields = ("external_id",)
+    readonly_fields = ("source", "external_id", "content_hash", "listing", "data", "withdrawn")
+    actions = ("split_records",)
+
+    @admin.action(description="Split selected records into listings of their own")
+    def split_records(self, request: HttpRequest, queryset: QuerySet[SourceRecord]) -> None:
+        split = 0
+        for record in queryset.select_related("source"):
+            try:
+                merging.split(record)
+                split += 1
+            except ValueError as exc:
+                self.message_user(request, f"{record.external_id}: {exc}", "warning")
+        self.message_user(request, f"Split {split} record(s) into listings of their own.")

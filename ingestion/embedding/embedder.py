@@ -1,0 +1,123 @@
+"""The sentence embedder shared by ingestion (document batches) and retrieval (single queries)."""
+
+import functools
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ingestion.embedding.export import ensure_onnx_model
+from ingestion.embedding.model import DIMENSIONS, MODEL_NAME
+from ingestion.embedding.onnx_runtime import OnnxEncoder
+from ingestion.embedding.torch_runtime import TorchEncoder
+
+FloatArray = npt.NDArray[np.float32]
+RUNTIMES = ("onnx", "torch")
+_REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str]) -> FloatArray:
+        """Unit-length float32 embeddings, one row per text, for a single batch."""
+        ...
+
+
+class Embedder:
+    model_name: str = MODEL_NAME
+    dimensions: int = DIMENSIONS
+
+    def __init__(self, encoder: Encoder, runtime: str, query_cache_size: int = 4096) -> None:
+        self.runtime = runtime
+        self._encoder = encoder
+        # Searches repeat (suggestions, paging, popular terms); a bounded cache keeps the hot
+        # ones free without growing with every distinct query a process ever sees.
+        self._query = functools.lru_cache(maxsize=query_cache_size)(self._encode_query)
+
+    @classmethod
+    def load(
+        cls,
+        runtime: str = "onnx",
+        *,
+        cache_dir: Path | None = None,
+        threads: int | None = None,
+        spin: bool = False,
+        query_cache_size: int = 4096,
+    ) -> "Embedder":
+        """Build an embedder; cache_dir, threads and spin only concern the onnx runtime."""
+        encoder: Encoder
+        if runtime == "onnx":
+            model_path = ensure_onnx_model(cache_dir or default_cache_dir())
+            encoder = OnnxEncoder(model_path, threads or default_threads(), spin)
+        elif runtime == "torch":
+            encoder = TorchEncoder()
+        else:
+            raise ValueError(f"unknown embedder runtime {runtime!r}; expected one of {RUNTIMES}")
+        return cls(encoder, runtime, query_cache_size)
+
+    def embed_query(self, text: str) -> FloatArray:
+        """Shape (dimensions,); read-only because the same array is handed to every caller."""
+        return self._query(text)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 32) -> FloatArray:
+        """Shape (len(texts), dimensions), rows in the order of texts."""
+        if isinstance(texts, str):
+            raise TypeError("embed_documents takes a sequence of texts, not a single string")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        # Each batch is padded to its longest text: grouping similar lengths wastes less work
+        # on padding tokens than batching in arrival order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        embeddings = np.empty((len(texts), self.dimensions), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            embeddings[rows] = self._encoder.encode([texts[i] for i in rows])
+        return embeddings
+
+    def _encode_query(self, text: str) -> FloatArray:
+        vector: FloatArray = self._encoder.encode([text])[0]
+        vector.flags.writeable = False
+        return vector
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("EMBEDDER_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    # Deliberately not SEARCHSITE_RUN_DIR: test sessions point that at a fresh temporary
+    # directory, and the export depends only on the weights, so they share the repo's cache.
+    return _REPO_DIR / ".run" / "models"
+
+
+def default_threads() -> int:
+    configured = os.environ.get("EMBEDDER_THREADS", "").strip()
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise ValueError(f"EMBEDDER_THREADS must be a positive integer, got {configured!r}")
+        return int(configured)
+    # On the 2-core target two threads nearly double batch throughput and match one thread on
+    # single queries; more threads than usable cores only add contention. Where several
+    # processes embed at once on the same cores (Celery concurrency > 1), set 1.
+    return min(2, len(os.sched_getaffinity(0)))
+
+
+_lock = threading.Lock()
+_instance: Embedder | None = None
+_instance_pid: int | None = None
+
+
+def get_embedder() -> Embedder:
+    """The process-wide embedder, loaded on first use with the runtime in EMBEDDER_RUNTIME."""
+    global _instance, _instance_pid
+    # A prefork child (Celery) inherits the parent's embedder, but not the threads behind its
+    # onnxruntime or torch thread pools: it must load its own.
+    pid = os.getpid()
+    if _instance is None or _instance_pid != pid:
+        with _lock:
+            if _instance is None or _instance_pid != pid:
+                _instance = Embedder.load(os.environ.get("EMBEDDER_RUNTIME") or "onnx")
+                _instance_pid = pid
+    return _instance

@@ -1,0 +1,62 @@
+"""Editors' corrections to de-duplication: merge two listings, split a wrong merge."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+
+from ingestion.models import Listing, SourceRecord
+
+_FROM_RECORD = ("title", "description", "venue", "timezone", "url", "all_day")
+
+
+@transaction.atomic
+def merge(keep: Listing, other: Listing) -> Listing:
+    """`other`'s records join `keep`; its title survives as an alias; `other` is deleted."""
+    if keep.pk == other.pk:
+        raise ValueError("cannot merge a listing with itself")
+    SourceRecord.objects.filter(listing=other).update(listing=keep)
+    names = set(keep.aliases) | set(other.aliases)
+    if other.title != keep.title:
+        names.add(other.title)
+    keep.aliases = sorted(names)
+    keep.venue = keep.venue or other.venue
+    keep.description = keep.description or other.description
+    keep.content_version = F("content_version") + 1
+    keep.save()
+    other.delete()
+    keep.refresh_from_db()
+    return keep
+
+
+@transaction.atomic
+def split(record: SourceRecord) -> Listing:
+    """Give `record` a listing of its own again, and rebuild the one it leaves."""
+    old = Listing.objects.select_for_update().get(pk=record.listing_id)
+    if old.records.count() < 2:
+        raise ValueError("this record is its listing's only record; nothing to split")
+    new = Listing(title=record.data.get("title", old.title))
+    _apply_record(new, record)
+    new.fetched_at, new.fetched_kind = old.fetched_at, record.source.kind
+    new.save()
+    record.listing = new
+    record.save(update_fields=["listing", "updated_at"])
+    latest = old.records.order_by("-updated_at", "-pk").first()
+    assert latest is not None
+    _apply_record(old, latest)
+    old.aliases = []
+    old.content_version = F("content_version") + 1
+    old.save()
+    return new
+
+
+def _apply_record(listing: Listing, record: SourceRecord) -> None:
+    data = record.data
+    for name in _FROM_RECORD:
+        if name in data and data[name] is not None:
+            setattr(listing, name, data[name])
+    listing.aliases = list(data.get("aliases") or [])
+    for name in ("starts_at", "ends_at"):
+        value = data.get(name)
+        setattr(listing, name, datetime.fromisoformat(value) if value else None)
+    listing.status = Listing.Status.WITHDRAWN if record.withdrawn else Listing.Status.ACTIVE

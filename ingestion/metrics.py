@@ -1,0 +1,32 @@
+"""Ingestion metrics. Label values come from fixed sets: source kind, outcome, status.
+Never a title, URL or source name."""
+
+from prometheus_client import Counter, Histogram
+
+from ingestion.upsert import Counts
+
+# Seconds from fetch to searchable: sub-second for lexical, up to minutes for vectors.
+LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 900, 3600)
+
+LEXICAL_LAG = Histogram(
+    "ingestion_fetch_to_lexical_seconds",
+    "From fetching an input to its listing being lexically searchable",
+    ["kind"],
+    buckets=LAG_BUCKETS,
+)
+VECTOR_LAG = Histogram(
+    "ingestion_fetch_to_vector_seconds",
+    "From fetching an input to its listing being vector searchable in the active generation",
+    ["kind"],
+    buckets=LAG_BUCKETS,
+)
+ITEMS = Counter("ingestion_items", "Input items by outcome", ["kind", "outcome"])
+POLLS = Counter("ingestion_polls", "Polls by status", ["kind", "status"])
+EMBEDDED = Counter("ingestion_embeddings", "Listing embeddings written", ["generation_state"])
+
+
+def record_outcomes(kind: str, counts: Counts) -> None:
+    for outcome in ("new", "updated", "unchanged", "withdrawn", "quarantined"):
+        value = getattr(counts, outcome)
+        if value:
+            ITEMS.labels(kind=kind, outcome=outcome).inc(value)

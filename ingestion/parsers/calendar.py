@@ -1,0 +1,294 @@
+"""Venue calendars (iCalendar) to listing drafts: one draft per occurrence in a window.
+
+Input items are occurrences: each VEVENT series (a master with its RRULE, RDATE and
+EXDATE, plus its RECURRENCE-ID overrides, grouped by UID) is expanded by
+recurring-ical-events within [window_start, window_end). An occurrence overlapping the
+window is an item, and becomes a draft. A VEVENT that can't be read (no DTSTART, a
+broken date, an unknown TZID, DTEND before DTSTART...) is one bad item, and so is a
+series that can't be expanded within the caps; the other events still parse.
+
+External ids must survive re-polls, because they are how a listing is found again:
+  - a one-off event is its UID alone, so moving it to another day updates the listing;
+  - an occurrence of a recurring series is UID + "/" + its RECURRENCE-ID in UTC
+    (20250330T183000Z, or 20250330 for all-day), i.e. the start the rule gave it: an
+    override that moves or retitles it keeps its id, as RFC 5545 intends;
+  - an event without UID gets "nouid:" + a hash of its summary, start and location:
+    the fields a reader would use to tell two events apart, and ones a re-export keeps.
+"""
+
+import hashlib
+import re
+from collections import defaultdict
+from datetime import UTC, date, datetime, timedelta
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from icalendar import Calendar, Component
+from recurring_ical_events import EventAdapter, Occurrence, Series
+
+from ingestion.drafts import EXCERPT_CHARS, BadItem, ListingDraft, ParseResult, PayloadError
+from ingestion.parsers.calendar_time import (
+    ExpansionBudget,
+    as_aware,
+    calendar_zone,
+    iana_name,
+    iana_zone,
+    localise_event,
+    recurrence_problem,
+    utc_stamp,
+    when,
+)
+
+MAX_DESCRIPTION_CHARS = 5000
+# About one second of recurrence expansion per payload (see ExpansionBudget).
+EXPANSION_BUDGET_US = 1_000_000
+# Properties without which, if icalendar could not parse them, an event means nothing.
+_ESSENTIAL = {"DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "RECURRENCE-ID"}
+# Properties RFC 5545 allows once per VEVENT; twice leaves the event ambiguous.
+_SINGLE = ("UID", "DTSTART", "DTEND", "DURATION", "RECURRENCE-ID")
+_VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\s*?$.*?^END:VEVENT\s*?$", re.I | re.M | re.S)
+_BEGIN = re.compile(rb"^BEGIN:(VCALENDAR|VEVENT)\s*?$", re.I | re.M)
+
+
+# recurring-ical-events ships no type hints, hence the ignores on subclassing it.
+class _Event(EventAdapter):  # type: ignore[misc]
+    """A VEVENT that passed validation, with where it came from."""
+
+    def __init__(self, component: Component, position: int, zone: ZoneInfo, raw: str) -> None:
+        super().__init__(component)
+        self.component = component
+        self.position = position
+        self.zone = zone
+        self.raw = raw  # the VEVENT as the payload spelled it, for editors
+
+
+class _Occurrence(Occurrence):  # type: ignore[misc]
+    """The library's occurrence, keeping its event reachable (the library's is private)."""
+
+    def __init__(self, event: _Event, start: date | None = None, end: date | None = None) -> None:
+        super().__init__(event, start, end)
+        self.event = event
+
+
+class _Series(Series):  # type: ignore[misc]
+    def occurrence(
+        self, adapter: _Event, start: date | None = None, end: date | None = None
+    ) -> _Occurrence:
+        return _Occurrence(adapter, start, end)
+
+
+def parse_calendar(
+    payload: bytes,
+    *,
+    window_start: datetime,
+    window_end: datetime,
+    max_occurrences_per_event: int = 500,
+    max_items: int = 20000,
+    default_timezone: str = "UTC",
+) -> ParseResult:
+    """Drafts for the occurrences of the payload's events in [window_start, window_end)."""
+    default_zone = iana_zone(default_timezone)
+    if default_zone is None or window_start.tzinfo is None or window_end.tzinfo is None:
+        raise ValueError("needs aware window bounds and an IANA default_timezone")
+    if window_start >= window_end:
+        raise ValueError("the window must end after it starts")
+    window = (window_start.astimezone(UTC), window_end.astimezone(UTC))
+    payload = payload.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM, which icalendar skips
+    result = ParseResult()
+    series: dict[str, list[_Event]] = defaultdict(list)
+    for event in _valid_events(payload, default_zone, max_items, result):
+        series[str(event.uid)].append(event)
+    budget = ExpansionBudget(EXPANSION_BUDGET_US)
+    for uid, events in series.items():
+        first = events[0]
+        try:
+            items = _occurrences(uid, events, window, max_occurrences_per_event, budget)
+        except _UnexpandableError as error:
+            items = [BadItem(first.position, uid, str(error), first.raw)]
+        except Exception as error:  # a library failure on one series must not lose the rest
+            reason = f"cannot expand: {type(error).__name__}: {error}"
+            items = [BadItem(first.position, uid, reason, first.raw)]
+        if result.items + len(items) > max_items:
+            reason = f"the payload already has {result.items} of its {max_items} items"
+            items = [BadItem(first.position, uid, reason, first.raw)]
+        result.drafts.extend(item for item in items if isinstance(item, ListingDraft))
+        result.bad.extend(item for item in items if isinstance(item, BadItem))
+    return result
+
+
+class _UnexpandableError(Exception):
+    """A series that can't become drafts; its message is the bad item's reason."""
+
+
+def _valid_events(
+    payload: bytes, default_zone: ZoneInfo, max_items: int, result: ParseResult
+) -> list[_Event]:
+    """The VEVENTs that can be read, localised; the others go to `result.bad`."""
+    calendars = _calendars(payload, max_items)
+    raw_blocks = [
+        match.group().decode(errors="replace") for match in _VEVENT_BLOCK.finditer(payload)
+    ]
+    synthetic_uids: dict[str, int] = {}
+    valid: list[_Event] = []
+    position = 0
+    for calendar in calendars:
+        zone, utc_is_local = calendar_zone(calendar, default_zone)
+        for component in calendar.walk("VEVENT"):
+            raw = raw_blocks[position] if position < len(raw_blocks) else ""
+            uid = _text(component, "UID")
+            try:
+                problem = _unreadable(component) or localise_event(component, zone, utc_is_local)
+                problem = problem or _backwards(component, zone)
+            except Exception as error:  # odd values icalendar let through: one bad item
+                problem = f"cannot read: {type(error).__name__}: {error}"
+            if not problem and not uid:
+                uid = _synthetic_uid(component, zone)
+                if uid in synthetic_uids:
+                    twin = synthetic_uids[uid]
+                    problem = f"no UID, and the same summary, start and place as VEVENT {twin}"
+                synthetic_uids.setdefault(uid, position)
+                component["UID"] = uid
+            if problem:
+                result.bad.append(BadItem(position, uid or None, problem, raw))
+            else:
+                valid.append(_Event(component, position, zone, raw))
+            position += 1
+    return valid
+
+
+def _calendars(payload: bytes, max_items: int) -> list[Calendar]:
+    """The payload's VCALENDARs, or PayloadError when it isn't a whole iCalendar stream."""
+    if not payload.strip():
+        raise PayloadError("empty payload")
+    begun = [match.group(1).upper() for match in _BEGIN.finditer(payload)]
+    if begun.count(b"VEVENT") > max_items:
+        raise PayloadError(f"{begun.count(b'VEVENT')} events, more than the {max_items} allowed")
+    excerpt = payload[:EXCERPT_CHARS].decode(errors="replace")
+    try:
+        components = Calendar.from_ical(payload, multiple=True)
+    except Exception as error:  # icalendar raises ValueError, IndexError, TypeError... on junk
+        raise PayloadError(f"not iCalendar: {error}", excerpt=excerpt) from error
+    if any(component.name != "VCALENDAR" for component in components):
+        raise PayloadError("not iCalendar: no VCALENDAR at the top level", excerpt=excerpt)
+    # icalendar silently drops a component whose END is missing (a truncated download).
+    events = sum(len(calendar.walk("VEVENT")) for calendar in components)
+    if len(components) != begun.count(b"VCALENDAR") or events != begun.count(b"VEVENT"):
+        # Worth another poll: the next download may well arrive whole.
+        reason = "truncated or mis-nested: a BEGIN without its END"
+        raise PayloadError(reason, permanent=False, excerpt=excerpt)
+    if not components:
+        raise PayloadError("not iCalendar: no VCALENDAR", excerpt=excerpt)
+    return components
+
+
+def _unreadable(component: Component) -> str | None:
+    for name, message in component.errors:
+        if name in _ESSENTIAL:
+            return f"invalid {name}: {message}"
+    if "DTSTART" not in component:
+        return "no DTSTART"
+    for name in _SINGLE:
+        if isinstance(component.get(name), list):
+            return f"{name} appears more than once"
+    if not _text(component, "SUMMARY") and "RECURRENCE-ID" not in component:
+        return "no SUMMARY"  # an override may leave its title to the master
+    return None
+
+
+def _backwards(component: Component, zone: ZoneInfo) -> str | None:
+    start = as_aware(when(component, "DTSTART"), zone)
+    if "DTEND" in component and as_aware(when(component, "DTEND"), zone) < start:
+        return "DTEND is before DTSTART"
+    if "DURATION" in component and when(component, "DURATION") < timedelta(0):
+        return "DURATION is negative"
+    return None
+
+
+def _occurrences(
+    uid: str,
+    events: list[_Event],
+    window: tuple[datetime, datetime],
+    cap: int,
+    budget: ExpansionBudget,
+) -> list[ListingDraft | BadItem]:
+    """The series' occurrences in the window, as drafts (or bad items if untitled)."""
+    masters = [event for event in events if not event.is_modification()]
+    # The library scans a wider span than the window: back by the event's duration, and
+    # both ways by how far RANGE=THISANDFUTURE overrides move their occurrences.
+    reaches = [e.extend_query_span_by for e in events if e in masters or e.this_and_future]
+    span = (
+        window[0] - max((before for before, _ in reaches), default=timedelta(0)),
+        window[1] + max((after for _, after in reaches), default=timedelta(0)),
+    )
+    for event in masters:  # all of them: the library keeps the one with the highest SEQUENCE
+        problem = recurrence_problem(event.component, span, cap, budget)
+        if problem:
+            raise _UnexpandableError(problem)
+    occurrences = sorted(_Series(events).between(*window))
+    if len(occurrences) > cap:
+        raise _UnexpandableError(f"recurrence produces more than {cap} occurrences in the window")
+    master = max(masters, key=lambda event: event.sequence, default=None)
+    recurring = len(events) > 1 or bool(master and {"RRULE", "RDATE"} & set(master.component))
+    items: list[ListingDraft | BadItem] = []
+    for occurrence in occurrences:
+        draft = _draft(occurrence, uid, master, recurring)
+        untitled = BadItem(draft.position, draft.external_id, "no SUMMARY", occurrence.event.raw)
+        items.append(draft if draft.title else untitled)
+    return items
+
+
+def _draft(
+    occurrence: _Occurrence, uid: str, master: _Event | None, recurring: bool
+) -> ListingDraft:
+    event = occurrence.event
+    component = event.component
+    zone = event.zone
+    if event.is_modification() and occurrence.start == event.start:
+        recurrence_id = when(component, "RECURRENCE-ID")
+    else:  # generated by the master, or by a RANGE=THISANDFUTURE override that moved it
+        recurrence_id = occurrence.start - event.move_recurrences_by
+    fallback = master.component if master else component
+
+    def text(name: str) -> str:
+        return _text(component, name) or _text(fallback, name)
+
+    starts_at, ends_at = as_aware(occurrence.start, zone), as_aware(occurrence.end, zone)
+    all_day = not isinstance(occurrence.start, datetime)
+    if all_day and ends_at <= starts_at:  # DTEND on the start day: a producer's slip
+        ends_at = as_aware(occurrence.start + timedelta(days=1), zone)
+    return ListingDraft(
+        external_id=f"{uid}/{utc_stamp(recurrence_id, zone)}" if recurring else uid,
+        title=" ".join(text("SUMMARY").split()),
+        position=event.position,
+        description=text("DESCRIPTION")[:MAX_DESCRIPTION_CHARS],
+        venue=" ".join(text("LOCATION").split()),
+        starts_at=starts_at,
+        ends_at=ends_at,
+        timezone=iana_name(occurrence.start, zone),
+        url=_web_url(text("URL")),
+        all_day=all_day,
+        withdrawn=any(_text(c, "STATUS").upper() == "CANCELLED" for c in (component, fallback)),
+    )
+
+
+def _text(component: Component, name: str) -> str:
+    value = component.get(name)
+    if isinstance(value, list):  # a repeated property: the first one wins
+        value = value[0] if value else None
+    return "" if value is None else str(value).strip()
+
+
+def _web_url(value: str) -> str:
+    parts = urlsplit(value)
+    return value if parts.scheme.lower() in ("http", "https") and parts.netloc else ""
+
+
+def _synthetic_uid(component: Component, zone: ZoneInfo) -> str:
+    key = "\x1f".join(
+        (
+            _text(component, "SUMMARY"),
+            utc_stamp(when(component, "DTSTART"), zone),
+            _text(component, "LOCATION"),
+        )
+    )
+    return "nouid:" + hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -1,0 +1,283 @@
+"""Times in iCalendar payloads: zones, canonical instants, and what a rule costs.
+
+After `localise_event` every DATE-TIME of a VEVENT is timezone-aware, so recurrence
+expansion, EXDATE and RECURRENCE-ID matching, and the window all compare instants.
+DATE values (all-day events) stay dates until `as_aware` pins them to local midnight.
+`recurrence_problem` decides, in bounded time, whether a rule may be expanded at all.
+"""
+
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cache
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from dateutil.rrule import rrulestr
+from icalendar import Calendar, Component
+from icalendar.prop import vDDDLists, vDDDTypes, vRecur
+from icalendar.timezone import tzid_from_tzinfo
+
+# The properties whose values are dates or date-times (RRULE's UNTIL is handled apart).
+DATE_PROPERTIES = ("DTSTART", "DTEND", "RECURRENCE-ID", "RDATE", "EXDATE")
+
+# A localised value (date, aware datetime or RDATE period) and why it could not be.
+Localised = tuple[Any, str | None]
+
+
+def when(component: Component, name: str) -> Any:
+    """The value of a date, date-time or duration property (`.dt`).
+
+    icalendar types `component[name]` as any property type; these three all have `.dt`.
+    """
+    prop: Any = component[name]
+    return prop.dt
+
+
+@cache
+def iana_zone(name: str) -> ZoneInfo | None:
+    """The IANA zone called `name`, or None: unknown names and path-like junk alike."""
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def calendar_zone(calendar: Calendar, default: ZoneInfo) -> tuple[ZoneInfo, bool]:
+    """The zone for floating times, and whether it came from X-WR-TIMEZONE.
+
+    X-WR-TIMEZONE is Google's and Apple's way of saying where a calendar lives; it is
+    not RFC 5545, so an unknown value falls back to the default rather than failing.
+    """
+    named = calendar.get("X-WR-TIMEZONE")
+    zone = iana_zone(str(named)) if named else None
+    return (zone, True) if zone else (default, False)
+
+
+def localise_event(event: Component, zone: ZoneInfo, utc_is_local: bool) -> str | None:
+    """Make the event's date-times aware in place; return why it can't be, or None.
+
+    Floating times are read in `zone`. With X-WR-TIMEZONE (`utc_is_local`), UTC times are
+    also moved to `zone`: Google exports weekly 19:30 London events as 19:30Z in winter,
+    and only recurring them in London keeps them at 19:30 after the clocks change
+    (the convention the x-wr-timezone package implements).
+    """
+    for name in DATE_PROPERTIES:
+        values = event.get(name)
+        for prop in values if isinstance(values, list) else [values]:
+            if isinstance(prop, vDDDTypes):
+                items = [prop]
+            elif isinstance(prop, vDDDLists):
+                items = prop.dts
+            else:
+                continue
+            for item in items:
+                tzid = item.params.get("TZID") or prop.params.get("TZID")
+                item.dt, problem = _localise(item.dt, tzid, zone, utc_is_local)
+                if problem:
+                    return problem
+    _localise_until(event, zone)
+    return None
+
+
+def _localise(value: Any, tzid: str | None, zone: ZoneInfo, utc_is_local: bool) -> Localised:
+    if isinstance(value, tuple):  # an RDATE period: (start, end or duration)
+        start, problem = _localise(value[0], tzid, zone, utc_is_local)
+        end, _ = _localise(value[1], tzid, zone, utc_is_local)
+        return (start, end), problem
+    if not isinstance(value, datetime):
+        return value, None
+    if value.tzinfo is None:
+        # icalendar resolves IANA names, Windows names and VTIMEZONE blocks; a TZID it
+        # leaves naive names a zone nobody defined, and guessing would move the event.
+        if tzid:
+            return value, f"unknown TZID {str(tzid)!r}: no VTIMEZONE and not an IANA name"
+        return value.replace(tzinfo=zone), None
+    if utc_is_local and _is_utc(value.tzinfo):
+        return value.astimezone(zone), None
+    return value, None
+
+
+def _localise_until(event: Component, zone: ZoneInfo) -> None:
+    """A floating UNTIL is in the event's wall time; dateutil wants it in UTC."""
+    start = when(event, "DTSTART")
+    local: tzinfo = start.tzinfo if isinstance(start, datetime) and start.tzinfo else zone
+    rules = event.get("RRULE")
+    for rule in rules if isinstance(rules, list) else [rules] if rules else []:
+        until = rule.get("UNTIL")
+        if until and isinstance(until[0], datetime) and until[0].tzinfo is None:
+            rule["UNTIL"] = [until[0].replace(tzinfo=local).astimezone(UTC)]
+
+
+def _is_utc(zone: tzinfo | None) -> bool:
+    return zone is UTC or tzid_from_tzinfo(zone) in {"UTC", "Etc/UTC", "Z"}
+
+
+def iana_name(value: date, zone: ZoneInfo) -> str:
+    """The IANA name of the zone `value` is given in ('' for a custom VTIMEZONE)."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        return zone.key
+    if isinstance(value.tzinfo, ZoneInfo):
+        return value.tzinfo.key
+    if _is_utc(value.tzinfo):
+        return "UTC"
+    tzid = tzid_from_tzinfo(value.tzinfo)
+    return tzid if tzid and iana_zone(tzid) else ""
+
+
+def as_aware(value: date, zone: ZoneInfo) -> datetime:
+    """A DATE becomes local midnight in `zone`; date-times are already aware."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=zone)
+    return datetime.combine(value, time(), tzinfo=zone)
+
+
+def utc_stamp(value: date, zone: ZoneInfo) -> str:
+    """Canonical text for an instant: 20250330T183000Z, or 20250330 for a DATE.
+
+    Used in external ids, so it must not depend on how the source spelled the zone.
+    """
+    if not isinstance(value, datetime):
+        return value.strftime("%Y%m%d")
+    return as_aware(value, zone).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+# --- Bounded recurrence -------------------------------------------------------------------
+#
+# dateutil (under recurring-ical-events) expands a rule from its DTSTART and has no way
+# to be stopped between two occurrences: a dense rule yields millions of them, and a rule
+# whose BY* parts match no date (FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30) scans day by day to
+# year 9999, seconds of CPU. So before the library sees a rule we probe it lazily, in a
+# copy moved forward by whole 400-year Gregorian cycles (dates, weekdays and leap days
+# repeat exactly, so the copy matches the same dates) until the window sits a few
+# centuries before year 9999: any scan then ends within those centuries, and "nothing
+# after the window" is a finding rather than a hang.
+
+GREGORIAN_CYCLE = timedelta(days=146_097)
+# The shifted window ends at least this many years before dateutil's horizon (year 9999),
+# so a rule with no occurrence in that tail is absurd (no real event skips a century).
+TAIL_YEARS = 100
+# More occurrences than this between DTSTART and the window end is not a listing.
+MAX_SCANNED_OCCURRENCES = 25_000
+# RFC 5545's rule parts: dateutil also knows BYEASTER, whose dates don't repeat every 400
+# years, and RFC 7529's RSCALE, which the library doesn't implement.
+_RFC_RULE_PARTS = {
+    "FREQ", "UNTIL", "COUNT", "INTERVAL", "BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY",
+    "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH", "BYSETPOS", "WKST",
+}  # fmt: skip
+# Rough dateutil cost in microseconds (measured on a 2-core runner): per occurrence it
+# yields, and per calendar day it steps through at each frequency. Only ratios matter.
+_US_PER_OCCURRENCE = 2.5
+_US_PER_DAY = {
+    "YEARLY": 0.12,
+    "MONTHLY": 0.25,
+    "WEEKLY": 0.7,
+    "DAILY": 2.7,
+    "HOURLY": 4.2,
+    "MINUTELY": 4.2,
+    "SECONDLY": 4.2,
+}
+
+
+class ExpansionBudget:
+    """Estimated microseconds of rule expansion a payload may still spend.
+
+    Deterministic (a count, not a clock), so a payload parses the same way on every
+    poll and listings don't flap with machine load. A scan can overrun its estimate by
+    one rule's tail, which bounds a hostile payload at about the budget plus that.
+    """
+
+    def __init__(self, microseconds: float) -> None:
+        self.remaining = microseconds
+
+    def charge(self, outputs: int, days: int, freq: str) -> None:
+        self.remaining -= max(outputs * _US_PER_OCCURRENCE, days * _US_PER_DAY[freq])
+
+
+def recurrence_problem(
+    event: Component, span: tuple[datetime, datetime], cap: int, budget: ExpansionBudget
+) -> str | None:
+    """Why the event's RRULEs can't be expanded over `span` within the caps, or None.
+
+    `span` is what the library will query: the window, widened by the event's duration.
+    Charges the budget for the probe and, when the event passes, for the library's own
+    expansion, which walks the same dates again.
+    """
+    start = when(event, "DTSTART")
+    zone: tzinfo = start.tzinfo if isinstance(start, datetime) and start.tzinfo else UTC
+    if _wall_clock(start, zone) >= _wall_clock(span[1], zone):
+        return None  # dateutil stops at the first occurrence, already past the span
+    shift = GREGORIAN_CYCLE * max(0, (9999 - TAIL_YEARS - span[1].year) // 400)
+    probe = _Probe(
+        start=_wall_clock(start, zone) + shift,
+        first=_wall_clock(span[0], zone) + shift,
+        stop=_wall_clock(span[1], zone) + shift,
+        cap=cap,
+    )
+    rules = event.get("RRULE")
+    for rule in rules if isinstance(rules, list) else [rules] if rules else []:
+        freq = rule.get("FREQ", [""])[0]
+        if freq not in _US_PER_DAY:
+            return f"invalid RRULE: FREQ {freq or 'missing'}"
+        if unknown := set(rule) - _RFC_RULE_PARTS:
+            return f"invalid RRULE: unsupported {', '.join(sorted(unknown))}"
+        if (probe.stop - probe.start).days * _US_PER_DAY[freq] * 2 > budget.remaining:
+            return "calendar exceeds its recurrence expansion budget"
+        until = rule.get("UNTIL", [None])[0]
+        problem = probe.run(
+            {key: value for key, value in rule.items() if key not in ("COUNT", "UNTIL")},
+            count=max(0, rule.get("COUNT", [0])[0]),  # the library ignores COUNT < 1 too
+            until=None if until is None else _wall_clock(until, zone) + shift,
+            budget=budget,
+        )
+        if problem:
+            return problem
+    return None
+
+
+class _Probe:
+    """Walks shifted copies of an event's rules, counting occurrences in the window."""
+
+    def __init__(self, start: datetime, first: datetime, stop: datetime, cap: int) -> None:
+        self.start, self.first, self.stop, self.cap = start, first, stop, cap
+        self.in_window = 0  # over all of the event's rules
+
+    def run(
+        self, rule: dict[str, Any], count: int, until: datetime | None, budget: ExpansionBudget
+    ) -> str | None:
+        # COUNT and UNTIL are applied here, not by dateutil: after the last occurrence
+        # dateutil still looks for the next candidate, and so must we to know it stops.
+        try:
+            # icalendar leaves vRecur.to_ical unannotated
+            text = vRecur(rule).to_ical().decode()  # type: ignore[no-untyped-call]
+            occurrences = rrulestr(text, dtstart=self.start)
+        except (ValueError, TypeError) as error:
+            return f"invalid RRULE: {error}"
+        outputs, reached = 0, None
+        for occurrence in occurrences:
+            outputs += 1
+            ended = (count and outputs > count) or (until and occurrence > until)
+            self.in_window += not ended and self.first <= occurrence < self.stop
+            too_many = self.in_window > self.cap or outputs > MAX_SCANNED_OCCURRENCES
+            if ended or occurrence >= self.stop or too_many:
+                reached = occurrence
+                break
+        # Unreached means dateutil ran to the end of year 9999 (wall-clock, like the rest).
+        days = ((reached or datetime.max) - self.start).days  # noqa: DTZ901
+        budget.charge(outputs, days, rule["FREQ"][0])
+        if self.in_window > self.cap:
+            return f"recurrence produces more than {self.cap} occurrences in the window"
+        if outputs > MAX_SCANNED_OCCURRENCES:
+            return (
+                f"recurrence produces more than {MAX_SCANNED_OCCURRENCES} occurrences"
+                " between DTSTART and the window end"
+            )
+        if reached is None:
+            return f"recurrence matches no date in the {TAIL_YEARS}+ years after the window"
+        budget.charge(outputs, days, rule["FREQ"][0])  # the library's walk, to come
+        return None
+
+
+def _wall_clock(value: date, zone: tzinfo) -> datetime:
+    """`value` as a naive datetime on the wall clock of `zone` (how dateutil counts)."""
+    if not isinstance(value, datetime):
+        return datetime.combine(value, time())
+    return value.astimezone(zone).replace(tzinfo=None) if value.tzinfo else value

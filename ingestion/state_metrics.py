@@ -1,0 +1,53 @@
+"""Gauges read from the database when Prometheus scrapes: they describe state (how big the
+quarantine is, which breakers are open, how stale each kind of source is), which is
+shared by all processes and so belongs to no single process's counters."""
+
+from collections.abc import Iterator
+
+from django.db import connection
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+KINDS = ("feed", "calendar", "editorial")
+BREAKER_STATES = ("closed", "open", "half_open")
+
+_SQL = """
+    SELECT s.kind, s.breaker_state, count(*),
+           max(extract(epoch FROM now() - s.last_success_at)),
+           sum((SELECT count(*) FROM ingestion_quarantineditem q
+                WHERE q.source_id = s.id AND q.resolved_at IS NULL))
+    FROM ingestion_source s
+    WHERE s.active
+    GROUP BY s.kind, s.breaker_state
+"""
+
+
+class IngestionStateCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        breakers = GaugeMetricFamily(
+            "ingestion_sources_by_breaker_state",
+            "Active sources by circuit-breaker state",
+            labels=["kind", "state"],
+        )
+        stale = GaugeMetricFamily(
+            "ingestion_seconds_since_last_successful_poll",
+            "The stalest active source of each kind: seconds since its last successful poll",
+            labels=["kind"],
+        )
+        quarantine = GaugeMetricFamily(
+            "ingestion_quarantine_open_items",
+            "Quarantined items not yet resolved",
+            labels=["kind"],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(_SQL)
+            rows = cursor.fetchall()
+        by_state = {(kind, state): count for kind, state, count, _, _ in rows}
+        for kind in KINDS:
+            for state in BREAKER_STATES:
+                breakers.add_metric([kind, state], by_state.get((kind, state), 0))
+            ages = [float(age) for k, _, _, age, _ in rows if k == kind and age is not None]
+            if ages:
+                stale.add_metric([kind], max(ages))
+            quarantine.add_metric([kind], sum(int(q or 0) for k, *_, q in rows if k == kind))
+        yield from (breakers, stale, quarantine)

@@ -1,0 +1,82 @@
+"""A circuit breaker as pure functions over a small, serialisable state.
+
+Ingestion keeps one per source in Postgres; retrieval keeps the vector stage's in Redis so
+every web process agrees. Both use these functions, with the clock passed in, so tests
+drive time instead of sleeping.
+
+closed --(enough calls in the window, and too many of them failed or slow)--> open
+open --(cool-down elapsed; one caller is let through as a probe)--> half_open
+half_open --(probe succeeds)--> closed;  --(probe fails)--> open again
+"""
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+State = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True)
+class BreakerPolicy:
+    window_s: float  # how far back outcomes count
+    min_calls: int  # no verdict on fewer calls than this
+    failure_ratio: float  # failed-or-slow share that opens the breaker
+    cooldown_s: float  # how long it stays open before a probe
+
+
+@dataclass(frozen=True)
+class Breaker:
+    state: State = "closed"
+    opened_at: float | None = None
+    probe_started_at: float | None = None
+    # (time, failed) pairs inside the window; slow calls are recorded as failed.
+    outcomes: tuple[tuple[float, bool], ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "opened_at": self.opened_at,
+            "probe_started_at": self.probe_started_at,
+            "outcomes": [list(pair) for pair in self.outcomes],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Breaker":
+        if not data:
+            return cls()
+        return cls(
+            state=data.get("state", "closed"),
+            opened_at=data.get("opened_at"),
+            probe_started_at=data.get("probe_started_at"),
+            outcomes=tuple((float(t), bool(f)) for t, f in data.get("outcomes", [])),
+        )
+
+
+def admit(breaker: Breaker, policy: BreakerPolicy, now: float) -> tuple[bool, Breaker]:
+    """May a call go ahead? Returns the verdict and the (possibly changed) breaker."""
+    if breaker.state == "closed":
+        return True, breaker
+    if breaker.state == "open":
+        if breaker.opened_at is not None and now - breaker.opened_at < policy.cooldown_s:
+            return False, breaker
+        return True, replace(breaker, state="half_open", probe_started_at=now)
+    # Half-open: one probe at a time; a probe that never reported back (its process died)
+    # is given up on after a cool-down so the breaker cannot stay wedged half-open.
+    if breaker.probe_started_at is not None and now - breaker.probe_started_at < policy.cooldown_s:
+        return False, breaker
+    return True, replace(breaker, probe_started_at=now)
+
+
+def record(breaker: Breaker, policy: BreakerPolicy, now: float, *, failed: bool) -> Breaker:
+    """Fold one call's outcome into the breaker."""
+    if breaker.state == "half_open":
+        if failed:
+            return Breaker(state="open", opened_at=now)
+        return Breaker()
+    if breaker.state == "open":
+        return breaker  # a straggler that started before the breaker opened
+    recent = tuple(o for o in breaker.outcomes if now - o[0] < policy.window_s)
+    recent += ((now, failed),)
+    failures = sum(1 for _, was_failure in recent if was_failure)
+    if len(recent) >= policy.min_calls and failures / len(recent) >= policy.failure_ratio:
+        return Breaker(state="open", opened_at=now)
+    return replace(breaker, outcomes=recent)

@@ -1,0 +1,25 @@
+"""Small builders for tests."""
+
+from datetime import UTC, datetime
+
+from ingestion.drafts import ListingDraft
+from ingestion.models import Source
+
+CONCERT_START = datetime(2027, 3, 14, 19, 30, tzinfo=UTC)
+
+
+def source(name: str = "Publisher feed", kind: str = Source.Kind.FEED) -> Source:
+    return Source.objects.create(name=name, kind=kind, url=f"/dev/null/{name}")
+
+
+def draft(
+    external_id: str = "item-1", title: str = "Nina Simone tribute", **fields: object
+) -> ListingDraft:
+    values: dict[str, object] = {
+        "position": 0,
+        "venue": "Blue Note",
+        "starts_at": CONCERT_START,
+        "description": "An evening of songs.",
+    }
+    values.update(fields)
+    return ListingDraft(external_id=external_id, title=title, **values)  # type: ignore[arg-type]

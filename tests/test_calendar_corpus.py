@@ -1,0 +1,215 @@
+"""Real calendars: every corpus file parses or is rejected whole, and known expansions hold.
+
+The expected occurrences come from recurring-ical-events' own tests (its 3.8.2 release,
+`recurring_ical_events/test/<file>` in the installed package), for the same calendars.
+"""
+
+from datetime import UTC, date, datetime, time, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from ingestion.drafts import ListingDraft, PayloadError
+from ingestion.parsers.calendar import parse_calendar
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+CALENDARS = SHARED_DATA / "calendars"
+RECURRING = CALENDARS / "recurring-ical-events-calendars/recurring_ical_events/test/calendars"
+CORPORA = ("icalendar-tests", "ical-py-testdata", "recurring-ical-events-calendars")
+
+if not all((CALENDARS / corpus).is_dir() for corpus in CORPORA):
+    pytest.skip(f"the shared calendar corpora are not at {CALENDARS}", allow_module_level=True)
+
+# icalendar warns when it strips a vendor prefix from a TZID; several corpus files have one.
+pytestmark = pytest.mark.filterwarnings("ignore::icalendar.GloballyUniqueTZIDGuessed")
+
+BERLIN = ZoneInfo("Europe/Berlin")
+# Wide enough to reach the RFC examples (1997...) and the regressions (2019-2024).
+CORPUS_WINDOW = (datetime(1995, 1, 1, tzinfo=UTC), datetime(2030, 1, 1, tzinfo=UTC))
+FILES = sorted(path for corpus in CORPORA for path in (CALENDARS / corpus).rglob("*.ics"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(CALENDARS)))
+def test_it_parses_each_corpus_file_or_rejects_it_whole(path: Path) -> None:
+    try:
+        result = parse_calendar(
+            path.read_bytes(), window_start=CORPUS_WINDOW[0], window_end=CORPUS_WINDOW[1]
+        )
+    except PayloadError as error:
+        rejection = error.reason
+    else:
+        rejection = ""
+        ids = [draft.external_id for draft in result.drafts]
+        assert len(ids) == len(set(ids))
+        assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
+        assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
+        assert all(bad.reason for bad in result.bad)
+    # recurring-ical-events' calendars are all valid ones: none may be rejected whole.
+    assert not (rejection and path.is_relative_to(RECURRING)), rejection
+
+
+def test_it_covers_the_three_corpora() -> None:
+    assert len(FILES) > 350
+
+
+def occurrences(name: str, start: date, end: date) -> list[ListingDraft]:
+    result = parse_calendar(
+        (RECURRING / name).read_bytes(),
+        window_start=datetime.combine(start, time(), tzinfo=UTC),
+        window_end=datetime.combine(end, time(), tzinfo=UTC),
+    )
+    assert result.bad == []
+    return result.drafts
+
+
+def start(draft: ListingDraft, zone: tzinfo = UTC) -> datetime:
+    assert draft.starts_at is not None
+    return draft.starts_at.astimezone(zone)
+
+
+def end(draft: ListingDraft, zone: tzinfo = UTC) -> datetime:
+    assert draft.ends_at is not None
+    return draft.ends_at.astimezone(zone)
+
+
+def local_days(drafts: list[ListingDraft], zone: ZoneInfo = BERLIN) -> list[str]:
+    return [start(draft, zone).strftime("%Y%m%d") for draft in drafts]
+
+
+def test_it_skips_exdates_and_stops_at_until() -> None:
+    """test_issue_20_exdate_ignored.py: the EXDATEs are gone, UNTIL excludes February."""
+    drafts = occurrences("issue_20_exdate_ignored.ics", date(2019, 1, 1), date(2021, 1, 1))
+
+    assert local_days(drafts) == [
+        "20191029", "20191112", "20191210", "20200107", "20200114", "20200121", "20200128",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "days"),
+    [
+        (
+            "each_week_but_one_deleted.ics",
+            ["20190304", "20190318", "20190325", "20190401", "20190408", "20190415", "20190422"],
+        ),
+        (
+            "each_week_but_two_deleted.ics",
+            ["20190304", "20190318", "20190401", "20190408", "20190415", "20190422"],
+        ),
+    ],
+)
+def test_it_leaves_out_deleted_weeks(name: str, days: list[str]) -> None:
+    """test_deleted_entries.py: 7 and 6 of COUNT=8 weekly 00:30 Berlin occurrences remain."""
+    drafts = occurrences(name, date(2019, 1, 1), date(2020, 1, 1))
+
+    assert local_days(drafts) == days
+    assert {start(draft, BERLIN).time() for draft in drafts} == {time(0, 30)}
+
+
+def test_it_moves_occurrences_of_a_date_series_and_a_datetime_series() -> None:
+    """test_issue_62_moved_event.py: six August occurrences, two of them moved."""
+    drafts = occurrences("issue_62_moved_event_2.ics", date(2023, 8, 1), date(2023, 9, 1))
+
+    sydney = ZoneInfo("Australia/Sydney")
+    assert sorted(zip(local_days(drafts, sydney), (d.title for d in drafts), strict=True)) == [
+        ("20230808", "Datetime"),
+        ("20230810", "All Day"),
+        ("20230814", "Datetime"),
+        ("20230816", "All Day"),
+        ("20230822", "Datetime"),
+        ("20230824", "All Day"),
+    ]
+
+
+def test_it_moves_the_last_friday_of_december() -> None:
+    """test_issue_62_moved_event.py: the 31 December Karaoke happens on the 17th."""
+    (draft,) = occurrences("issue_62_moved_event.ics", date(2021, 12, 1), date(2022, 1, 1))
+
+    assert draft.starts_at == datetime(2021, 12, 17, 21, 30, tzinfo=BERLIN)
+    assert draft.external_id.endswith("/20211231T203000Z")  # still the 31st's occurrence
+
+
+def test_it_adds_rdates_to_the_rule() -> None:
+    """test_rdate.py: twelve Hacker Public Radio community news dates."""
+    drafts = occurrences("rdate_hackerpublicradio.ics", date(2013, 1, 1), date(2015, 1, 1))
+
+    assert local_days(drafts, ZoneInfo("Europe/London")) == [
+        "20130803", "20130831", "20131005", "20131102", "20131130", "20140104",
+        "20140201", "20140301", "20140405", "20140503", "20140531", "20140705",
+    ]  # fmt: skip
+
+
+def test_it_keeps_berlin_wall_time_across_daylight_saving() -> None:
+    """test_daylight_saving_time.py: the weekly Chaostreff stays at 19:00 in Berlin."""
+    drafts = occurrences("daylight_saving_time.ics", date(2019, 3, 1), date(2019, 5, 1))
+
+    chaostreff = {
+        start(draft).date(): start(draft).hour
+        for draft in drafts
+        if draft.external_id.startswith("7uartkcnhf0elbvs8md0itrf6c@google.com/")
+    }
+    assert chaostreff[date(2019, 3, 20)] == 18  # UTC+1
+    assert chaostreff[date(2019, 4, 24)] == 17  # UTC+2
+    assert {
+        start(draft, BERLIN).time()
+        for draft in drafts
+        if draft.external_id.startswith("7uartkcnhf0elbvs8md0itrf6c@google.com/")
+    } == {time(19)}
+
+
+def test_it_applies_this_and_future_overrides() -> None:
+    """test_issue_75_range_parameter.py: two RANGE=THISANDFUTURE edits and an RDATE."""
+    drafts = occurrences("issue_75_range_parameter.ics", date(2024, 9, 1), date(2024, 9, 26))
+
+    by_day = {start(draft).strftime("%Y%m%d"): draft for draft in drafts}
+    assert len(drafts) == 13
+    assert {day: by_day[day].title for day in ("20240901", "20240911")} == {
+        "20240901": "ORIGINAL EVENT",
+        "20240911": "ORIGINAL EVENT",
+    }
+    for day in ("20240913", "20240914", "20240915", "20240917", "20240919"):
+        assert by_day[day].title == "MODIFIED EVENT", day
+    for day in ("20240922", "20240924"):
+        assert by_day[day].title == "EDITED EVENT", day
+    assert (start(by_day["20240917"]).time(), end(by_day["20240917"]).time()) == (
+        time(9),
+        time(16),
+    )
+    assert (start(by_day["20240924"]).time(), end(by_day["20240924"]).time()) == (
+        time(14, 22),
+        time(16, 13),
+    )
+    assert len({draft.external_id for draft in drafts}) == 13
+
+
+def test_it_withdraws_the_cancelled_day() -> None:
+    """test_issue_18_cancel_status.py: only 29 January is cancelled."""
+    drafts = occurrences("issue_18_cancel_status.ics", date(2020, 1, 27), date(2020, 2, 1))
+
+    assert [(day, d.withdrawn) for day, d in zip(local_days(drafts), drafts, strict=True)] == [
+        ("20200128", False),
+        ("20200129", True),
+        ("20200130", False),
+    ]
+
+
+def test_it_reads_google_utc_times_in_the_calendar_zone() -> None:
+    """test_x_wr_timezone.py: noon and 9 pm in New York, as Google's UI said."""
+    drafts = occurrences(
+        "x_wr_timezone_simple_events_issue_59.ics", date(2021, 12, 1), date(2022, 1, 1)
+    )
+
+    new_york = ZoneInfo("America/New_York")
+    assert [(d.starts_at, d.ends_at, d.timezone) for d in drafts] == [
+        (
+            datetime(2021, 12, 22, 12, tzinfo=new_york),
+            datetime(2021, 12, 22, 13, tzinfo=new_york),
+            "America/New_York",
+        ),
+        (
+            datetime(2021, 12, 22, 21, tzinfo=new_york),
+            datetime(2021, 12, 22, 22, tzinfo=new_york),
+            "America/New_York",
+        ),
+    ]

@@ -1,0 +1,486 @@
+"""Venue calendars: occurrences, overrides, cancellations, time zones and hostile rules."""
+
+import time
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ingestion.drafts import ListingDraft, ParseResult, PayloadError
+from ingestion.parsers.calendar import parse_calendar
+
+LONDON = ZoneInfo("Europe/London")
+WINDOW_START = datetime(2025, 1, 1, tzinfo=UTC)
+WINDOW_END = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def ics(*events: str, header: str = "") -> bytes:
+    """A VCALENDAR around `events` (each a VEVENT's lines, without BEGIN and END).
+
+    `header` holds calendar-level content lines separated by whitespace.
+    """
+    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//tests//calendar//EN"]
+    lines += header.split()
+    for event in events:
+        lines += ["BEGIN:VEVENT", *event.strip().splitlines(), "END:VEVENT"]
+    lines.append("END:VCALENDAR")
+    return ("\r\n".join(line.strip() for line in lines) + "\r\n").encode()
+
+
+def parse(payload: bytes, **options: Any) -> ParseResult:
+    """parse_calendar over 2025, unless `options` say otherwise."""
+    window = {"window_start": WINDOW_START, "window_end": WINDOW_END}
+    return parse_calendar(payload, **{**window, **options})
+
+
+def only_draft(result: ParseResult) -> ListingDraft:
+    assert not result.bad, result.bad
+    assert len(result.drafts) == 1, result.drafts
+    return result.drafts[0]
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def starts(drafts: list[ListingDraft], zone: tzinfo = UTC) -> list[datetime]:
+    """Each draft's start, seen in `zone`."""
+    return [draft.starts_at.astimezone(zone) for draft in drafts if draft.starts_at]
+
+
+QUIZ = """
+    UID:quiz@venue.example
+    SUMMARY:Pub   quiz
+    DESCRIPTION:Teams of six.
+    LOCATION:The Crown\\, upstairs
+    URL:https://venue.example/quiz
+    DTSTART;TZID=Europe/London:20250306T193000
+    DTEND;TZID=Europe/London:20250306T213000
+    RRULE:FREQ=WEEKLY;COUNT=6
+    EXDATE;TZID=Europe/London:20250320T193000
+"""
+QUIZ_MOVED = """
+    UID:quiz@venue.example
+    RECURRENCE-ID;TZID=Europe/London:20250403T193000
+    SUMMARY:Pub quiz: Easter special
+    DTSTART;TZID=Europe/London:20250404T200000
+    DTEND;TZID=Europe/London:20250404T223000
+"""
+
+
+# --- recurrence ---------------------------------------------------------------------------
+
+
+def test_it_expands_a_weekly_series_with_an_exdate_and_a_moved_override() -> None:
+    result = parse(ics(QUIZ, QUIZ_MOVED))
+
+    assert result.bad == []
+    assert [(d.external_id, d.title, d.starts_at, d.position) for d in result.drafts] == [
+        ("quiz@venue.example/20250306T193000Z", "Pub quiz", utc(2025, 3, 6, 19, 30), 0),
+        ("quiz@venue.example/20250313T193000Z", "Pub quiz", utc(2025, 3, 13, 19, 30), 0),
+        # 20 March is the EXDATE; the clocks go forward on 30 March.
+        ("quiz@venue.example/20250327T193000Z", "Pub quiz", utc(2025, 3, 27, 19, 30), 0),
+        ("quiz@venue.example/20250403T183000Z", "Pub quiz: Easter special", utc(2025, 4, 4, 19), 1),
+        ("quiz@venue.example/20250410T183000Z", "Pub quiz", utc(2025, 4, 10, 18, 30), 0),
+    ]
+    moved = result.drafts[3]
+    assert moved.ends_at == utc(2025, 4, 4, 21, 30)
+    assert moved.description == "Teams of six."  # the override leaves it to the master
+    first = result.drafts[0]
+    assert (first.venue, first.url, first.timezone) == (
+        "The Crown, upstairs",
+        "https://venue.example/quiz",
+        "Europe/London",
+    )
+    assert first.ends_at == utc(2025, 3, 6, 21, 30)
+    assert not any(draft.withdrawn or draft.all_day for draft in result.drafts)
+
+
+def test_it_keeps_local_wall_time_across_the_change_to_summer_time() -> None:
+    result = parse(
+        ics("""
+            UID:salsa
+            SUMMARY:Salsa class
+            DTSTART;TZID=Europe/London:20250327T193000
+            RRULE:FREQ=WEEKLY;COUNT=2
+        """)
+    )
+
+    before, after = starts(result.drafts)
+    assert (before.astimezone(UTC).hour, after.astimezone(UTC).hour) == (19, 18)
+    assert before.astimezone(LONDON).time() == after.astimezone(LONDON).time()
+    assert after.astimezone(LONDON).date() == date(2025, 4, 3)
+
+
+def test_it_withdraws_a_cancelled_one_off_event_instead_of_dropping_it() -> None:
+    draft = only_draft(
+        parse(
+            ics("""
+                UID:gig-1
+                SUMMARY:Gig
+                STATUS:CANCELLED
+                DTSTART:20250601T200000Z
+            """)
+        )
+    )
+
+    assert (draft.external_id, draft.withdrawn) == ("gig-1", True)
+
+
+def test_it_withdraws_only_the_cancelled_occurrence_of_a_series() -> None:
+    cancelled = """
+        UID:quiz@venue.example
+        RECURRENCE-ID;TZID=Europe/London:20250313T193000
+        DTSTART;TZID=Europe/London:20250313T193000
+        STATUS:CANCELLED
+    """
+    result = parse(ics(QUIZ, cancelled))
+
+    withdrawn = {draft.external_id: draft.withdrawn for draft in result.drafts}
+    assert withdrawn["quiz@venue.example/20250313T193000Z"] is True
+    assert sum(withdrawn.values()) == 1
+    assert {draft.title for draft in result.drafts} == {"Pub quiz"}  # from the master
+
+
+def test_it_withdraws_every_occurrence_of_a_cancelled_series() -> None:
+    result = parse(ics(QUIZ.replace("SUMMARY:", "STATUS:CANCELLED\nSUMMARY:"), QUIZ_MOVED))
+
+    assert len(result.drafts) == 5
+    assert all(draft.withdrawn for draft in result.drafts)  # the moved one too
+
+
+# --- time zones ---------------------------------------------------------------------------
+
+
+def test_it_reads_a_tzid_defined_by_a_vtimezone_block() -> None:
+    venue_time = """
+        BEGIN:VTIMEZONE TZID:Venue-Time
+        BEGIN:STANDARD DTSTART:19701025T030000 RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU
+        TZOFFSETFROM:+0200 TZOFFSETTO:+0100 END:STANDARD
+        BEGIN:DAYLIGHT DTSTART:19700329T020000 RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU
+        TZOFFSETFROM:+0100 TZOFFSETTO:+0200 END:DAYLIGHT
+        END:VTIMEZONE
+    """
+    result = parse(
+        ics(
+            """
+            UID:opera
+            SUMMARY:Opera
+            DTSTART;TZID=Venue-Time:20250320T190000
+            RRULE:FREQ=WEEKLY;COUNT=3
+            """,
+            header=venue_time,
+        )
+    )
+
+    assert starts(result.drafts) == [
+        utc(2025, 3, 20, 18),
+        utc(2025, 3, 27, 18),
+        utc(2025, 4, 3, 17),  # the block's DAYLIGHT rule: +02:00 from 30 March
+    ]
+    assert result.drafts[0].timezone == ""  # a private zone has no IANA name
+
+
+def test_it_resolves_an_iana_tzid_without_a_vtimezone_block() -> None:
+    draft = only_draft(
+        parse(ics("UID:nyc\nSUMMARY:Jazz\nDTSTART;TZID=America/New_York:20250704T210000"))
+    )
+
+    assert draft.starts_at == utc(2025, 7, 5, 1)
+    assert draft.timezone == "America/New_York"
+
+
+def test_it_maps_a_windows_tzid_to_its_iana_zone() -> None:
+    draft = only_draft(
+        parse(ics("UID:w\nSUMMARY:Talk\nDTSTART;TZID=W. Europe Standard Time:20250704T210000"))
+    )
+
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 19), "Europe/Berlin")
+
+
+def test_it_quarantines_an_unknown_tzid_and_keeps_the_other_events() -> None:
+    result = parse(
+        ics(
+            "UID:lost\nSUMMARY:Somewhere\nDTSTART;TZID=Atlantis/Capital:20250704T210000",
+            "UID:found\nSUMMARY:Here\nDTSTART:20250704T210000Z",
+        )
+    )
+
+    assert [draft.external_id for draft in result.drafts] == ["found"]
+    (bad,) = result.bad
+    assert (bad.position, bad.external_id) == (0, "lost")
+    assert "unknown TZID 'Atlantis/Capital'" in bad.reason
+    assert "Atlantis/Capital:20250704T210000" in bad.excerpt
+
+
+def test_it_reads_floating_times_in_the_x_wr_timezone() -> None:
+    draft = only_draft(
+        parse(
+            ics(
+                "UID:f\nSUMMARY:Film\nDTSTART:20250704T210000", header="X-WR-TIMEZONE:Europe/Berlin"
+            ),
+            default_timezone="Asia/Tokyo",
+        )
+    )
+
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 19), "Europe/Berlin")
+
+
+def test_it_reads_floating_times_in_the_default_zone_without_x_wr_timezone() -> None:
+    draft = only_draft(
+        parse(ics("UID:f\nSUMMARY:Film\nDTSTART:20250704T210000"), default_timezone="Asia/Tokyo")
+    )
+
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 12), "Asia/Tokyo")
+
+
+def test_it_recurs_utc_times_in_the_x_wr_timezone_as_google_means_them() -> None:
+    result = parse(
+        ics(
+            "UID:g\nSUMMARY:Choir\nDTSTART:20250320T193000Z\nRRULE:FREQ=WEEKLY;COUNT=3",
+            header="X-WR-TIMEZONE:Europe/London",
+        )
+    )
+
+    assert [start.hour for start in starts(result.drafts, LONDON)] == [19, 19, 19]
+    assert result.drafts[-1].starts_at == utc(2025, 4, 3, 18, 30)
+
+
+def test_it_keeps_utc_times_as_utc() -> None:
+    draft = only_draft(parse(ics("UID:z\nSUMMARY:Launch\nDTSTART:20250704T210000Z")))
+
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 21), "UTC")
+    assert draft.ends_at == draft.starts_at  # no DTEND, no DURATION: an instant
+
+
+def test_it_starts_all_day_events_at_local_midnight_of_the_calendar() -> None:
+    result = parse(
+        ics(
+            "UID:fair\nSUMMARY:Book fair\nDTSTART;VALUE=DATE:20250704",
+            "UID:fest\nSUMMARY:Festival\nDTSTART;VALUE=DATE:20250710\nDTEND;VALUE=DATE:20250713",
+            "UID:market\nSUMMARY:Market\nDTSTART;VALUE=DATE:20250705\nRRULE:FREQ=WEEKLY;COUNT=2",
+            # Some producers end a one-day event on the day it starts.
+            "UID:fete\nSUMMARY:Fete\nDTSTART;VALUE=DATE:20250720\nDTEND;VALUE=DATE:20250720",
+            header="X-WR-TIMEZONE:Europe/London",
+        )
+    )
+
+    spans = {d.external_id: (d.starts_at, d.ends_at) for d in result.drafts}
+    assert spans == {
+        "fair": (datetime(2025, 7, 4, tzinfo=LONDON), datetime(2025, 7, 5, tzinfo=LONDON)),
+        "fest": (datetime(2025, 7, 10, tzinfo=LONDON), datetime(2025, 7, 13, tzinfo=LONDON)),
+        "market/20250705": (
+            datetime(2025, 7, 5, tzinfo=LONDON),
+            datetime(2025, 7, 6, tzinfo=LONDON),
+        ),
+        "market/20250712": (
+            datetime(2025, 7, 12, tzinfo=LONDON),
+            datetime(2025, 7, 13, tzinfo=LONDON),
+        ),
+        "fete": (datetime(2025, 7, 20, tzinfo=LONDON), datetime(2025, 7, 21, tzinfo=LONDON)),
+    }
+    assert all(d.all_day and d.timezone == "Europe/London" for d in result.drafts)
+    assert starts(result.drafts, LONDON)[0].utcoffset() == timedelta(hours=1)
+
+
+# --- hostile and broken input -------------------------------------------------------------
+
+
+def test_it_quarantines_an_endless_secondly_rule_quickly_and_keeps_the_good_event() -> None:
+    started = time.monotonic()
+    result = parse(
+        ics(
+            "UID:flood\nSUMMARY:Flood\nDTSTART:20250101T000000Z\nRRULE:FREQ=SECONDLY",
+            "UID:gig\nSUMMARY:Gig\nDTSTART:20250601T200000Z",
+        )
+    )
+
+    assert time.monotonic() - started < 2
+    assert [draft.external_id for draft in result.drafts] == ["gig"]
+    (bad,) = result.bad
+    assert (bad.position, bad.external_id) == (0, "flood")
+    assert bad.reason == "recurrence produces more than 500 occurrences in the window"
+
+
+@pytest.mark.parametrize(
+    ("dtstart", "rule", "reason"),
+    [
+        # Minutely for five years before the window: millions of occurrences to skip.
+        ("20200101T000000Z", "FREQ=MINUTELY;UNTIL=20300101T000000Z", "and the window end"),
+        # A date that never comes: dateutil would scan day by day to year 9999.
+        ("20250101T000000Z", "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", "matches no date"),
+        ("20250101T000000Z", "FREQ=SECONDLY;BYMONTH=4;BYMONTHDAY=31", "matches no date"),
+        ("20250101T000000Z", "FREQ=DAILY;BYEASTER=0", "unsupported BYEASTER"),
+    ],
+)
+def test_it_quarantines_absurd_rules_in_bounded_time(dtstart: str, rule: str, reason: str) -> None:
+    started = time.monotonic()
+    result = parse(ics(f"UID:absurd\nSUMMARY:Absurd\nDTSTART:{dtstart}\nRRULE:{rule}"))
+
+    assert time.monotonic() - started < 2
+    assert result.drafts == []
+    (bad,) = result.bad
+    assert reason in bad.reason
+
+
+def test_it_caps_the_occurrences_of_one_event() -> None:
+    daily = "UID:daily\nSUMMARY:Daily\nDTSTART:20250101T100000Z\nRRULE:FREQ=DAILY;COUNT=40"
+
+    assert len(parse(ics(daily), max_occurrences_per_event=40).drafts) == 40
+    result = parse(ics(daily), max_occurrences_per_event=39)
+    assert result.drafts == []
+    assert [bad.reason for bad in result.bad] == [
+        "recurrence produces more than 39 occurrences in the window"
+    ]
+
+
+def test_it_caps_the_items_of_a_payload() -> None:
+    daily = "UID:daily\nSUMMARY:Daily\nDTSTART:20250101T100000Z\nRRULE:FREQ=DAILY;COUNT=30"
+    gig = "UID:gig\nSUMMARY:Gig\nDTSTART:20250601T200000Z"
+
+    result = parse(ics(gig, daily), max_items=20)
+    assert [draft.external_id for draft in result.drafts] == ["gig"]
+    assert [(bad.external_id, bad.reason) for bad in result.bad] == [
+        ("daily", "the payload already has 1 of its 20 items")
+    ]
+    with pytest.raises(PayloadError, match="3 events, more than the 2 allowed"):
+        parse(ics(gig, gig, gig), max_items=2)
+
+
+def test_it_quarantines_a_vevent_without_dtstart_and_says_why() -> None:
+    result = parse(
+        ics("UID:gig\nSUMMARY:Gig\nDTSTART:20250601T200000Z", "UID:undated\nSUMMARY:Someday")
+    )
+
+    assert [draft.external_id for draft in result.drafts] == ["gig"]
+    (bad,) = result.bad
+    assert (bad.position, bad.external_id, bad.reason) == (1, "undated", "no DTSTART")
+    assert bad.excerpt.startswith("BEGIN:VEVENT\r\nUID:undated\r\nSUMMARY:Someday")
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ("UID:x\nDTSTART:20250601T200000Z", "no SUMMARY"),
+        ("UID:x\nSUMMARY:  \nDTSTART:20250601T200000Z", "no SUMMARY"),
+        ("UID:x\nSUMMARY:A\nDTSTART:20251301T200000Z", "invalid DTSTART"),
+        ("UID:x\nSUMMARY:A\nDTSTART:20250601T200000Z\nDTEND:20250601T190000Z", "DTEND is before"),
+        ("UID:x\nSUMMARY:A\nDTSTART:20250601T200000Z\nDURATION:-PT1H", "DURATION is negative"),
+        ("UID:x\nSUMMARY:A\nDTSTART:20250601T200000Z\nRRULE:FREQ=FORTNIGHTLY", "invalid RRULE"),
+        ("UID:x\nSUMMARY:A\nDTSTART:20250601T200000Z\nDTSTART:20250602T200000Z", "more than once"),
+    ],
+)
+def test_it_quarantines_invalid_events_with_a_reason(event: str, reason: str) -> None:
+    result = parse(ics(event, "UID:ok\nSUMMARY:OK\nDTSTART:20250601T200000Z"))
+
+    assert [draft.external_id for draft in result.drafts] == ["ok"]
+    (bad,) = result.bad
+    assert (bad.position, bad.external_id) == (0, "x")
+    assert reason in bad.reason
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"\x00\xff garbage \x89PNG\r\n", "not iCalendar"),
+        (b"<html><body>Not found</body></html>", "not iCalendar"),
+        (b"", "empty payload"),
+        (b"BEGIN:VEVENT\r\nUID:x\r\nEND:VEVENT\r\n", "no VCALENDAR"),
+        (ics("UID:x\nSUMMARY:A\nDTSTART:20250601T200000Z")[:-15], "truncated"),
+        (b"BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:x\r\nEND:VCALENDAR\r\n", "truncated"),
+    ],
+)
+def test_it_rejects_a_payload_that_is_not_a_whole_calendar(payload: bytes, reason: str) -> None:
+    with pytest.raises(PayloadError, match=reason) as rejected:
+        parse(payload)
+
+    assert rejected.value.permanent is (reason != "truncated")
+
+
+# --- external ids -------------------------------------------------------------------------
+
+
+def test_it_gives_ids_that_are_unique_and_stable_across_polls_and_windows() -> None:
+    payload = ics(
+        QUIZ,
+        QUIZ_MOVED,
+        "UID:gig\nSUMMARY:Gig\nDTSTART:20250601T200000Z",
+        "SUMMARY:No UID\nLOCATION:Hall\nDTSTART;TZID=Europe/London:20250601T200000",
+        "UID:market\nSUMMARY:Market\nDTSTART;VALUE=DATE:20250705\nRRULE:FREQ=WEEKLY;COUNT=3",
+    )
+
+    first, second = parse(payload), parse(payload)
+    ids = [draft.external_id for draft in first.drafts]
+    assert ids == [draft.external_id for draft in second.drafts]
+    assert len(ids) == len(set(ids)) == 10
+    later = parse(payload, window_start=utc(2025, 4, 1), window_end=utc(2025, 7, 1))
+    assert {draft.external_id for draft in later.drafts} < set(ids)
+    (no_uid,) = (draft for draft in first.drafts if draft.title == "No UID")
+    assert no_uid.external_id.startswith("nouid:")
+
+
+def test_it_tells_two_uidless_twins_apart_by_quarantining_the_second() -> None:
+    twin = "SUMMARY:Open day\nDTSTART:20250601T100000Z"
+    result = parse(ics(twin, twin))
+
+    assert len(result.drafts) == 1
+    (bad,) = result.bad
+    assert bad.position == 1
+    assert "same summary, start and place as VEVENT 0" in bad.reason
+
+
+def test_it_keeps_only_web_links_and_bounds_descriptions() -> None:
+    draft = only_draft(
+        parse(
+            ics(
+                "UID:x\nSUMMARY:A\nURL:javascript:alert(1)\nDTSTART:20250601T200000Z\n"
+                f"DESCRIPTION:{'word ' * 2000}"
+            )
+        )
+    )
+
+    assert draft.url == ""
+    assert len(draft.description) == 5000
+
+
+# --- any input ----------------------------------------------------------------------------
+
+_LINES = [
+    "BEGIN:VCALENDAR", "END:VCALENDAR", "BEGIN:VEVENT", "END:VEVENT", "UID:a", "UID:b",
+    "SUMMARY:x", "DTSTART:20250601T200000Z", "DTSTART;VALUE=DATE:20250601",
+    "DTSTART;TZID=Europe/London:20250601T200000", "DTSTART;TZID=Nowhere:20250601T200000",
+    "DTSTART:20250601T200000", "DTEND:20250101T000000Z", "DURATION:PT1H",
+    "RRULE:FREQ=DAILY;COUNT=3", "RRULE:FREQ=SECONDLY", "RRULE:FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30",
+    "RDATE:20250701T200000Z", "EXDATE:20250602T200000Z", "RECURRENCE-ID:20250602T200000Z",
+    "RANGE=THISANDFUTURE", "RECURRENCE-ID;RANGE=THISANDFUTURE:20250602T200000Z",
+    "STATUS:CANCELLED", "X-WR-TIMEZONE:Europe/Berlin", "BEGIN:VTIMEZONE", "END:VTIMEZONE",
+    "TZID:Nowhere", "SEQUENCE:2", "DTSTART:99991231T235959Z", "DTSTART:00010101T000000Z",
+]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.binary(max_size=400),
+        st.lists(st.sampled_from(_LINES) | st.text(max_size=30), max_size=25).map(
+            lambda lines: "\r\n".join(lines).encode()
+        ),
+    )
+)
+def test_it_never_raises_anything_but_payload_error(payload: bytes) -> None:
+    try:
+        result = parse(payload)
+    except PayloadError as error:
+        reason = error.reason
+    else:
+        reason = "parsed"
+        ids = [draft.external_id for draft in result.drafts]
+        assert len(ids) == len(set(ids))
+        assert all(draft.title for draft in result.drafts)
+        assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
+        assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
+        assert all(bad.reason for bad in result.bad)
+    assert reason
