@@ -1,8 +1,7 @@
 # One image for web, worker and beat; docker-compose.yml picks the command.
 FROM python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    STATIC_ROOT=/app/staticfiles
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 WORKDIR /app
 
 COPY requirements.txt .
@@ -12,8 +11,6 @@ ARG PIP_EXTRA_INDEX_URL=""
 RUN PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL" pip install --no-cache-dir -r requirements.txt
 
 COPY . .
-RUN python manage.py collectstatic --noinput
-
 RUN useradd --create-home searchsite && mkdir -p /app/.run && chown searchsite /app/.run
 USER searchsite
 

@@ -135,13 +135,12 @@ def measure(
 
         rates = []
         deadline = time.monotonic() + work.budget_s
-        for _ in range(work.passes):
+        for _ in range(max(work.passes, 1)):
             start = time.perf_counter()
-            vectors = embedder.embed_documents(work.listings, work.batch_size)
+            listing_vectors = embedder.embed_documents(work.listings, work.batch_size)
             rates.append(len(work.listings) / (time.perf_counter() - start))
             if time.monotonic() > deadline:
                 break
-        listing_vectors = vectors
 
         done, elapsed = 0, 0.0
         deadline = time.monotonic() + work.budget_s / 2

@@ -88,10 +88,17 @@ class Listing(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # Title alone: retrieval ranks title matches first when a term matches too many rows.
+    title_vector = models.GeneratedField(
+        expression=SearchVector("title", config=SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         indexes = [
             GinIndex(fields=["search_vector"], name="listing_search_vector_gin"),
+            GinIndex(fields=["title_vector"], name="listing_title_vector_gin"),
             GinIndex(fields=["title"], opclasses=["gin_trgm_ops"], name="listing_title_trgm"),
             models.Index(fields=["starts_at"], name="listing_starts_at"),
         ]

@@ -1,71 +1,152 @@
-"""The public search API and page."""
+"""The public search API and page. Both run the same hybrid search; the API says how every
+answer was made, the page shows a notice when results are degraded."""
 
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
+from psycopg_pool import PoolTimeout
 
-from ingestion.models import Listing
-from retrieval.lexical import lexical_search
+from retrieval import metrics
+from retrieval.deadline import Budgets, parse_caller_timeout, plan_budgets
+from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search
+from retrieval.hydrate import ListingView, hydrate
+from retrieval.query import BadQueryError, parse_query
+from retrieval.service import budget_policy, dependencies
+from retrieval.types import Query, Reason, SearchOutcome
 
-MAX_QUERY_CHARS = 200
-MAX_K = 50
+RETRY_AFTER_S = 1
 
 
-class BadQueryError(ValueError):
-    pass
+def _budgets(request: HttpRequest) -> Budgets:
+    caller = parse_caller_timeout(
+        request.GET.get("timeout_ms"), request.headers.get("X-Request-Timeout-Ms")
+    )
+    return plan_budgets(budget_policy(), caller_timeout_ms=caller)
 
 
-def _parse(request: HttpRequest) -> tuple[str, int]:
-    query = " ".join(request.GET.get("q", "").split())
-    if not query:
-        raise BadQueryError("q is required")
-    if len(query) > MAX_QUERY_CHARS:
-        raise BadQueryError(f"q is longer than {MAX_QUERY_CHARS} characters")
-    if any(ord(ch) < 32 for ch in query):
-        raise BadQueryError("q contains control characters")
+def _parse(request: HttpRequest) -> tuple[Query, Budgets]:
+    query = parse_query(
+        request.GET.get("q"),
+        request.GET.get("k"),
+        max_chars=settings.SEARCH_MAX_QUERY_CHARS,
+        max_k=settings.SEARCH_MAX_K,
+    )
+    return query, _budgets(request)
+
+
+async def _search(query: Query, budgets: Budgets) -> tuple[SearchOutcome, list[ListingView]]:
+    """Raises NoAnswerError / CallerDeadlineError; lets parent cancellation through."""
+    started = time.monotonic()
+    metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        k = int(request.GET.get("k", "10"))
-    except ValueError:
-        raise BadQueryError("k must be an integer") from None
-    if not 1 <= k <= MAX_K:
-        raise BadQueryError(f"k must be between 1 and {MAX_K}")
-    return query, k
+        outcome = await hybrid_search(query, budgets, dependencies())
+        listings = await _hydrate(outcome, query, budgets, started)
+    except asyncio.CancelledError:
+        metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
+        raise
+    except CallerDeadlineError:
+        metrics.PARENT_CANCELLED.labels(cause="caller_deadline").inc()
+        raise
+    except NoAnswerError as exc:
+        metrics.UNAVAILABLE.labels(query_class=query.query_class).inc()
+        for reason in exc.reasons:
+            metrics.REASONS.labels(reason=reason).inc()
+        raise
+    outcome.timings.total_ms = (time.monotonic() - started) * 1000
+    _count(query, outcome)
+    return outcome, listings
 
 
-def _listing_json(listing: Listing) -> dict[str, object]:
+async def _hydrate(
+    outcome: SearchOutcome, query: Query, budgets: Budgets, started: float
+) -> list[ListingView]:
+    """The ranked listings, read now; what is left of the deadline, and at least the
+    reserve, is theirs. A database that cannot answer that is a 503, not a 500."""
+    left_s = max(budgets.total_ms / 1000 - (time.monotonic() - started), 0.0)
+    try:
+        reserve_s = (budgets.total_ms - budgets.lexical_ms) / 1000
+        return await hydrate(outcome.ranking, query.text, max(left_s, reserve_s))
+    except (psycopg.Error, PoolTimeout, OSError) as exc:
+        raise NoAnswerError([Reason.DATABASE_ERROR]) from exc
+
+
+def _count(query: Query, outcome: SearchOutcome) -> None:
+    metrics.COMPLETED.labels(
+        mode=outcome.mode,
+        degraded=str(outcome.degraded).lower(),
+        query_class=query.query_class,
+        generation=str(outcome.generation),
+    ).inc()
+    metrics.REQUEST_SECONDS.labels(mode=outcome.mode).observe(
+        (outcome.timings.total_ms or 0) / 1000
+    )
+    for reason in outcome.reasons:
+        metrics.REASONS.labels(reason=reason).inc()
+
+
+def _listing_json(view: ListingView, matched: set[str]) -> dict[str, Any]:
     return {
-        "id": listing.pk,
-        "title": listing.title,
-        "venue": listing.venue,
-        "start": listing.starts_at.isoformat() if listing.starts_at else None,
-        "url": listing.url,
+        "id": view.id,
+        "title": view.title,
+        "venue": view.venue,
+        "start": view.start.isoformat() if view.start else None,
+        "url": view.url,
+        "snippet": view.snippet,
+        "matched": sorted(matched),
     }
 
 
+def _unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
+    response = JsonResponse({"error": message, "reasons": reasons}, status=status)
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
 @require_GET
-def search_api(request: HttpRequest) -> JsonResponse:
+async def search_api(request: HttpRequest) -> JsonResponse:
     try:
-        query, k = _parse(request)
+        query, budgets = _parse(request)
     except BadQueryError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    listings = lexical_search(query, k)
-    return JsonResponse(
-        {
-            "mode": "lexical",
-            "degraded": False,
-            "reasons": [],
-            "results": [_listing_json(listing) for listing in listings],
-        }
-    )
+    try:
+        outcome, listings = await _search(query, budgets)
+    except NoAnswerError as exc:
+        return _unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
+    except CallerDeadlineError:
+        return _unavailable([], 504, "the caller's deadline passed before any stage answered")
+    user = await request.auser()
+    body: dict[str, Any] = {
+        "mode": outcome.mode,
+        "degraded": outcome.degraded,
+        "reasons": list(outcome.reasons),
+        "index_generation": outcome.generation,
+        "cache_age_s": round(outcome.cache_age_s, 3) if outcome.cache_age_s is not None else None,
+        "results": [_listing_json(v, outcome.matched.get(v.id, set())) for v in listings],
+    }
+    if user.is_staff:
+        body["timings_ms"] = {k: v for k, v in vars(outcome.timings).items() if v is not None}
+    return JsonResponse(body)
 
 
 @require_GET
-def search_page(request: HttpRequest) -> HttpResponse:
-    context: dict[str, object] = {"query": request.GET.get("q", "")}
+async def search_page(request: HttpRequest) -> HttpResponse:
+    context: dict[str, Any] = {"query": request.GET.get("q", "")}
+    status = 200
     if context["query"]:
         try:
-            query, k = _parse(request)
-            context["results"] = lexical_search(query, k)
+            query, budgets = _parse(request)
+            outcome, listings = await _search(query, budgets)
+            context |= {"results": listings, "outcome": outcome}
         except BadQueryError as exc:
             context["error"] = str(exc)
-    return render(request, "retrieval/search.html", context)
+            status = 400
+        except (NoAnswerError, CallerDeadlineError):
+            context["error"] = "Search is overloaded right now; please try again in a moment."
+            status = 503
+    return render(request, "retrieval/search.html", context, status=status)

@@ -42,6 +42,7 @@ app.conf.update(
         "poll-due-sources": {"task": "ingestion.tasks.poll_due_sources", "schedule": 15.0},
         # A safety sweep: embedding is normally queued by the poll that changed listings.
         "embed-pending": {"task": "ingestion.tasks.embed_pending", "schedule": 60.0},
+        "refresh-vocabulary": {"task": "retrieval.tasks.refresh_vocabulary", "schedule": 300.0},
     },
 )
 

@@ -47,7 +47,6 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -118,11 +117,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# Only images (see Dockerfile) collect static files; elsewhere WhiteNoise serves the admin's
-# assets straight from the installed apps.
-STATIC_ROOT = env_optional("STATIC_ROOT")
-WHITENOISE_USE_FINDERS = True
-WHITENOISE_AUTOREFRESH = DEBUG
+# The admin's assets are served from the installed apps by searchsite/static_files.py; no
+# collectstatic step, and no sync-only middleware, which would run every async view in a
+# thread where a client's disconnect could no longer cancel it.
 
 # Celery: Redis broker, one queue per kind of work (see searchsite/celery.py).
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
@@ -159,6 +156,27 @@ CALENDAR_MAX_OCCURRENCES_PER_EVENT = env_int("CALENDAR_MAX_OCCURRENCES_PER_EVENT
 DEDUP_START_TOLERANCE_MIN = env_int("DEDUP_START_TOLERANCE_MIN", 30)
 DEDUP_TITLE_SIMILARITY = env_float("DEDUP_TITLE_SIMILARITY", 0.5)
 DEDUP_VENUE_SIMILARITY = env_float("DEDUP_VENUE_SIMILARITY", 0.3)
+
+# Search: one deadline per request (the latency objective), a reserve for fusion and
+# serialisation, and a smaller budget for the vector stage (query embedding + ANN search).
+# Invariants are Django system checks (retrieval/checks.py).
+SEARCH_DEADLINE_MS = env_float("SEARCH_DEADLINE_MS", 150.0)
+SEARCH_CALLER_TIMEOUT_CAP_MS = env_float("SEARCH_CALLER_TIMEOUT_CAP_MS", 1000.0)
+SEARCH_RESERVE_MS = env_float("SEARCH_RESERVE_MS", 15.0)
+SEARCH_VECTOR_BUDGET_MS = env_float("SEARCH_VECTOR_BUDGET_MS", 60.0)
+SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
+SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 40)
+SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
+SEARCH_MAX_K = env_int("SEARCH_MAX_K", 50)
+SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
+SEARCH_POOL_MIN = env_int("SEARCH_POOL_MIN", 2)
+SEARCH_POOL_MAX = env_int("SEARCH_POOL_MAX", 32)
+SEARCH_CACHE_TTL_S = env_int("SEARCH_CACHE_TTL_S", 24 * 3600)
+SEARCH_WARMING_BUDGET_MS = env_float("SEARCH_WARMING_BUDGET_MS", 5000.0)
+VECTOR_BREAKER_WINDOW_S = env_float("VECTOR_BREAKER_WINDOW_S", 30.0)
+VECTOR_BREAKER_MIN_CALLS = env_int("VECTOR_BREAKER_MIN_CALLS", 10)
+VECTOR_BREAKER_FAILURE_RATIO = env_float("VECTOR_BREAKER_FAILURE_RATIO", 0.5)
+VECTOR_BREAKER_COOLDOWN_S = env_float("VECTOR_BREAKER_COOLDOWN_S", 5.0)
 
 LOGGING = {
     "version": 1,

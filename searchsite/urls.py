@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from ingestion.api import post_records
+from searchsite import static_files
 from searchsite.health import healthz
 from searchsite.metrics_view import metrics
 
@@ -9,6 +10,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
+    path("static/<path:path>", static_files.serve, name="static"),
     path("api/editorial/records", post_records, name="editorial-records"),
     path("", include("retrieval.urls")),
 ]

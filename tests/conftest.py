@@ -3,7 +3,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from django.conf import settings
@@ -45,12 +45,13 @@ def child_env(test_database_url: str) -> dict[str, str]:
 
 
 def start_worker(
-    env: dict[str, str], *, name: str, concurrency: int = 1
+    env: dict[str, str], *, name: str, concurrency: int = 1, purge: bool = True
 ) -> subprocess.Popen[bytes]:
     """A real Celery worker process consuming every queue; returns once it is running."""
     hostname = f"{name}-{os.getpid()}@localhost"
     # Tasks queued by earlier tests (embedding sweeps, polls) must not run in this one.
-    get_redis().delete(*QUEUES)
+    if purge:
+        get_redis().delete(*QUEUES)
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -86,3 +87,38 @@ def celery_worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]
     worker = start_worker(child_env, name="test-worker")
     yield worker
     stop_worker(worker)
+
+
+@pytest.fixture(autouse=True)
+async def _close_async_connections() -> AsyncIterator[None]:
+    """Async tests share one event loop per test; its pooled connections must not outlive
+    it (they would keep the test database busy at teardown)."""
+    yield
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from retrieval.cache import close_async_redis
+    from retrieval.pg import close_pools
+
+    await close_pools()
+    await close_async_redis()
+    # Async views reach the ORM (request.auser()) in asgiref's worker thread, whose
+    # connection outlives the test otherwise.
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_search_state() -> Iterator[None]:
+    """The vector breaker, cached results and warming marks live in the shared Redis and
+    in per-process singletons; no test may inherit another's."""
+    from retrieval import service
+
+    redis = get_redis()
+    for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
+        keys = list(redis.scan_iter(pattern))
+        if keys:
+            redis.delete(*keys)
+    service.vector_breaker.cache_clear()
+    service.dependencies.cache_clear()
+    service.forget_active_generation()
+    return

@@ -229,6 +229,14 @@ def test_it_reads_floating_times_in_the_x_wr_timezone() -> None:
     assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 19), "Europe/Berlin")
 
 
+@pytest.mark.parametrize("name", ["Mars/Olympus", "America", "../../etc/passwd", ""])
+def test_it_falls_back_to_the_default_zone_for_a_bad_x_wr_timezone(name: str) -> None:
+    payload = ics("UID:f\nSUMMARY:Film\nDTSTART:20250704T210000", header=f"X-WR-TIMEZONE:{name}")
+    draft = only_draft(parse(payload, default_timezone="Asia/Tokyo"))
+
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 12), "Asia/Tokyo")
+
+
 def test_it_reads_floating_times_in_the_default_zone_without_x_wr_timezone() -> None:
     draft = only_draft(
         parse(ics("UID:f\nSUMMARY:Film\nDTSTART:20250704T210000"), default_timezone="Asia/Tokyo")
@@ -314,6 +322,12 @@ def test_it_quarantines_an_endless_secondly_rule_quickly_and_keeps_the_good_even
         ("20250101T000000Z", "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", "matches no date"),
         ("20250101T000000Z", "FREQ=SECONDLY;BYMONTH=4;BYMONTHDAY=31", "matches no date"),
         ("20250101T000000Z", "FREQ=DAILY;BYEASTER=0", "unsupported BYEASTER"),
+        # A position past the one candidate a minute: dateutil would step minute by minute.
+        ("20250101T000000Z", "FREQ=MINUTELY;BYSETPOS=3", "unsupported BYSETPOS"),
+        ("20250101T000000Z", "FREQ=DAILY;BYSETPOS=2", "matches no date"),
+        # Two times a day, found by stepping through all 86,400 seconds of each day.
+        ("20250101T000000Z", "FREQ=SECONDLY;BYHOUR=0,12;BYMINUTE=0", "would take about"),
+        ("00010101T000000Z", "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", "would take about"),
     ],
 )
 def test_it_quarantines_absurd_rules_in_bounded_time(dtstart: str, rule: str, reason: str) -> None:
@@ -344,7 +358,7 @@ def test_it_caps_the_items_of_a_payload() -> None:
     result = parse(ics(gig, daily), max_items=20)
     assert [draft.external_id for draft in result.drafts] == ["gig"]
     assert [(bad.external_id, bad.reason) for bad in result.bad] == [
-        ("daily", "the payload already has 1 of its 20 items")
+        ("daily", "the payload has more than 20 items in the window")
     ]
     with pytest.raises(PayloadError, match="3 events, more than the 2 allowed"):
         parse(ics(gig, gig, gig), max_items=2)

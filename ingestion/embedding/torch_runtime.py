@@ -1,11 +1,17 @@
 """The fp32 reference runtime: the packaged model through sentence-transformers itself."""
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ingestion.embedding.model import model_dir
+
+# OpenMP's default busy-wait collapses when other processes hold the cores: with one busy
+# neighbour on the 2-core box a query took 225-700 ms instead of 10-30 ms with passive waits.
+# libgomp reads this when torch is first imported, which this package defers to first use.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 class TorchEncoder:

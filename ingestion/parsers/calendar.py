@@ -5,7 +5,11 @@ EXDATE, plus its RECURRENCE-ID overrides, grouped by UID) is expanded by
 recurring-ical-events within [window_start, window_end). An occurrence overlapping the
 window is an item, and becomes a draft. A VEVENT that can't be read (no DTSTART, a
 broken date, an unknown TZID, DTEND before DTSTART...) is one bad item, and so is a
-series that can't be expanded within the caps; the other events still parse.
+series that can't be expanded within the caps; the other events still parse. Positions
+are VEVENT indexes, so the drafts of one series share their master's (or override's).
+
+Expansion is bounded before the library runs: at most `max_occurrences_per_event` in
+the window, and a deterministic budget of dateutil work per payload (calendar_time).
 
 External ids must survive re-polls, because they are how a listing is found again:
   - a one-off event is its UID alone, so moving it to another day updates the listing;
@@ -71,6 +75,8 @@ class _Occurrence(Occurrence):  # type: ignore[misc]
 
 
 class _Series(Series):  # type: ignore[misc]
+    """The library's series, making `_Occurrence`s (its documented extension point)."""
+
     def occurrence(
         self, adapter: _Event, start: date | None = None, end: date | None = None
     ) -> _Occurrence:
@@ -109,7 +115,7 @@ def parse_calendar(
             reason = f"cannot expand: {type(error).__name__}: {error}"
             items = [BadItem(first.position, uid, reason, first.raw)]
         if result.items + len(items) > max_items:
-            reason = f"the payload already has {result.items} of its {max_items} items"
+            reason = f"the payload has more than {max_items} items in the window"
             items = [BadItem(first.position, uid, reason, first.raw)]
         result.drafts.extend(item for item in items if isinstance(item, ListingDraft))
         result.bad.extend(item for item in items if isinstance(item, BadItem))
@@ -166,6 +172,9 @@ def _calendars(payload: bytes, max_items: int) -> list[Calendar]:
     excerpt = payload[:EXCERPT_CHARS].decode(errors="replace")
     try:
         components = Calendar.from_ical(payload, multiple=True)
+    except OSError as error:  # zoneinfo opening a TZID that names a tzdata directory
+        reason = f"not iCalendar: a TZID names no time zone ({type(error).__name__})"
+        raise PayloadError(reason, excerpt=excerpt) from error
     except Exception as error:  # icalendar raises ValueError, IndexError, TypeError... on junk
         raise PayloadError(f"not iCalendar: {error}", excerpt=excerpt) from error
     if any(component.name != "VCALENDAR" for component in components):

@@ -1,0 +1,56 @@
+"""Configuration invariants of the search deadline, as Django system checks."""
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+
+@register()
+def check_search_budgets(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    deadline = settings.SEARCH_DEADLINE_MS
+    reserve = settings.SEARCH_RESERVE_MS
+    vector = settings.SEARCH_VECTOR_BUDGET_MS
+    errors: list[CheckMessage] = []
+    if deadline <= 0:
+        errors.append(Error("SEARCH_DEADLINE_MS must be positive", id="retrieval.E001"))
+    if not 0 <= reserve < deadline:
+        errors.append(
+            Error(
+                "SEARCH_RESERVE_MS must be below SEARCH_DEADLINE_MS",
+                hint="the reserve pays for fusion and serialisation inside the deadline",
+                id="retrieval.E002",
+            )
+        )
+    if vector >= deadline - reserve:
+        errors.append(
+            Error(
+                "SEARCH_VECTOR_BUDGET_MS must be below SEARCH_DEADLINE_MS - SEARCH_RESERVE_MS",
+                hint="the vector stage needs a smaller budget than the request, or its misses "
+                "leave no time for the fallback",
+                id="retrieval.E003",
+            )
+        )
+    if not 0 <= settings.SEARCH_MIN_VECTOR_BUDGET_MS <= vector:
+        errors.append(
+            Error(
+                "SEARCH_MIN_VECTOR_BUDGET_MS must be between 0 and SEARCH_VECTOR_BUDGET_MS",
+                id="retrieval.E004",
+            )
+        )
+    if reserve > settings.SEARCH_CALLER_TIMEOUT_CAP_MS:
+        errors.append(
+            Error(
+                "SEARCH_CALLER_TIMEOUT_CAP_MS must be at least SEARCH_RESERVE_MS",
+                id="retrieval.E005",
+            )
+        )
+    if not 1 <= settings.SEARCH_HNSW_EF_SEARCH <= 1000:
+        errors.append(
+            Error(
+                "SEARCH_HNSW_EF_SEARCH must be between 1 and 1000",
+                hint="it bounds the cost of one HNSW search, which statement_timeout cannot cut",
+                id="retrieval.E006",
+            )
+        )
+    return errors

@@ -1,0 +1,255 @@
+"""One search under one deadline: lexical and vector retrieval start together, the vector
+stage gets a smaller budget, and the outcome says truthfully how the answer was made.
+
+Invariants:
+- an on-time vector result always enters fusion;
+- only complete hybrid rankings are cached;
+- when the caller goes away (cancellation of this coroutine, or the caller's own deadline
+  passing first) both stages are cancelled, their SQL with them, and nothing is built;
+- with neither branch nor the cache in time, `NoAnswerError`: never an empty success.
+"""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from retrieval import metrics
+from retrieval.cache import cache_key
+from retrieval.deadline import Budgets, Deadline
+from retrieval.fusion import reciprocal_rank_fusion
+from retrieval.protocols import LexicalIndex, QueryEmbedder, ResultCache, VectorIndex
+from retrieval.types import CachedRanking, Candidate, Mode, Query, Reason, SearchOutcome
+
+# How many candidates each branch contributes to fusion, per result asked for.
+CANDIDATES_PER_RESULT = 3
+
+
+class Gate(Protocol):
+    def allow(self) -> bool: ...
+
+    def record(self, *, failed: bool) -> None: ...
+
+
+class Held(Protocol):
+    def release(self) -> None: ...
+
+
+class Admission(Protocol):
+    def try_acquire(self) -> Held | None: ...
+
+
+@dataclass
+class Dependencies:
+    lexical: LexicalIndex
+    vector: VectorIndex
+    embedder: QueryEmbedder
+    cache: ResultCache
+    active_generation: Callable[[float], Awaitable[int | None]]  # timeout_s -> id
+    breaker: Gate
+    admission: Admission
+    warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
+    clock: Callable[[], float] = time.monotonic
+
+
+class NoAnswerError(Exception):
+    def __init__(self, reasons: list[Reason]) -> None:
+        super().__init__(", ".join(reasons))
+        self.reasons = reasons
+
+
+class CallerDeadlineError(Exception):
+    """The caller's own deadline passed before we had anything: they are no longer
+    waiting, so no fallback is built."""
+
+
+class _VectorStage:
+    """Query embedding then ANN search, remembering which phase it reached."""
+
+    def __init__(self, deps: Dependencies, query: Query, generation: int, limit: int) -> None:
+        self.deps, self.query, self.generation, self.limit = deps, query, generation, limit
+        self.phase = "embed"
+        self.embed_ms: float | None = None
+
+    async def run(self, deadline: Deadline) -> list[Candidate]:
+        started = self.deps.clock()
+        embedding = await self.deps.embedder.embed(self.query.text)
+        self.embed_ms = (self.deps.clock() - started) * 1000
+        self.phase = "search"
+        return await self.deps.vector.search(
+            np.asarray(embedding, dtype=np.float32),
+            self.generation,
+            self.limit,
+            deadline.remaining_ms(),
+        )
+
+
+async def _settle(task: "asyncio.Task[Any]", timeout_ms: float) -> bool:
+    """Wait up to `timeout_ms` for a task; True when it finished (with a result or not)."""
+    if timeout_ms > 0:
+        await asyncio.wait({task}, timeout=timeout_ms / 1000)
+    return task.done()
+
+
+def _retrieve(task: "asyncio.Task[Any]") -> None:
+    """An abandoned stage may still fail after we stopped waiting; that is expected and
+    already accounted for, so don't let asyncio report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _start(coroutine: Any, name: str) -> "asyncio.Task[Any]":
+    task = asyncio.create_task(coroutine, name=name)
+    task.add_done_callback(_retrieve)
+    return task
+
+
+def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
+    for task in tasks:
+        if task is not None and not task.done():
+            task.cancel()
+
+
+async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> SearchOutcome:
+    lexical_deadline = Deadline.after(budgets.lexical_ms, clock=deps.clock)
+    started = deps.clock()
+    limit = query.k * CANDIDATES_PER_RESULT
+    lexical_task = _start(deps.lexical.search(query, limit, budgets.lexical_ms), "lexical")
+    reasons: list[Reason] = []
+    vector_task: asyncio.Task[list[Candidate]] | None = None
+    stage: _VectorStage | None = None
+    try:
+        generation = await _active_generation(deps, budgets)
+        if generation is None:
+            reasons.append(Reason.NO_GENERATION)
+        elif budgets.vector_skipped_no_budget:
+            reasons.append(Reason.NO_BUDGET)
+        elif not deps.breaker.allow():
+            reasons.append(Reason.BREAKER_OPEN)
+        elif (slot := deps.admission.try_acquire()) is None:
+            reasons.append(Reason.SHED)
+        else:
+            stage = _VectorStage(deps, query, generation, limit)
+            vector_deadline = Deadline.after(budgets.vector_ms, clock=deps.clock)
+            vector_task = _start(stage.run(vector_deadline), "vector")
+            # The slot is held until the search really ends, cancellation included.
+            vector_task.add_done_callback(lambda _: slot.release())
+            metrics.VECTOR_ELIGIBLE.inc()
+        vector = await _vector_result(vector_task, stage, budgets, deps, reasons, started)
+        lexical = await _lexical_result(lexical_task, lexical_deadline, reasons)
+    except BaseException:
+        # Parent cancellation (or a bug): stop both branches, their SQL with them.
+        _cancel(lexical_task, vector_task)
+        raise
+    if vector is not None and lexical is not None and generation is not None:
+        return await _hybrid(query, generation, lexical, vector, reasons, deps, stage)
+    if lexical is None and budgets.caller_limited:
+        raise CallerDeadlineError()
+    return await _fallback(query, generation, lexical, vector, reasons, deps)
+
+
+async def _active_generation(deps: Dependencies, budgets: Budgets) -> int | None:
+    try:
+        return await deps.active_generation(budgets.vector_ms / 1000)
+    except Exception:
+        return None
+
+
+async def _vector_result(
+    task: "asyncio.Task[list[Candidate]] | None",
+    stage: _VectorStage | None,
+    budgets: Budgets,
+    deps: Dependencies,
+    reasons: list[Reason],
+    started: float,
+) -> list[Candidate] | None:
+    if task is None or stage is None:
+        return None
+    elapsed_ms = (deps.clock() - started) * 1000
+    if not await _settle(task, budgets.vector_ms - elapsed_ms):
+        task.cancel()  # psycopg sends the cancel to the server
+        reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
+        metrics.VECTOR_EXHAUSTED.inc()
+        metrics.DEADLINE_EXHAUSTED.labels(stage="vector").inc()
+        deps.breaker.record(failed=True)
+        return None
+    if task.exception() is not None:
+        reasons.append(Reason.VECTOR_ERROR)
+        deps.breaker.record(failed=True)
+        return None
+    used_ms = (deps.clock() - started) * 1000
+    metrics.VECTOR_REMAINING.observe(max(0.0, budgets.vector_ms - used_ms) / 1000)
+    metrics.STAGE_SECONDS.labels(stage="vector").observe(used_ms / 1000)
+    deps.breaker.record(failed=False)
+    return task.result()
+
+
+async def _lexical_result(
+    task: "asyncio.Task[list[Candidate]]", deadline: Deadline, reasons: list[Reason]
+) -> list[Candidate] | None:
+    if not await _settle(task, deadline.remaining_ms()):
+        task.cancel()
+        reasons.append(Reason.LEXICAL_TIMEOUT)
+        metrics.DEADLINE_EXHAUSTED.labels(stage="lexical").inc()
+        return None
+    if task.exception() is not None:
+        reasons.append(Reason.LEXICAL_ERROR)
+        return None
+    return task.result()
+
+
+async def _hybrid(
+    query: Query,
+    generation: int,
+    lexical: list[Candidate],
+    vector: list[Candidate],
+    reasons: list[Reason],
+    deps: Dependencies,
+    stage: _VectorStage | None,
+) -> SearchOutcome:
+    ranking, matched = reciprocal_rank_fusion(
+        {"lexical": [c.listing_id for c in lexical], "vector": [c.listing_id for c in vector]},
+        limit=query.k,
+    )
+    await deps.cache.put(
+        cache_key(query, generation), CachedRanking(ranking, generation, time.time())
+    )
+    outcome = SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
+    outcome.timings.embed_ms = stage.embed_ms if stage else None
+    return outcome
+
+
+async def _fallback(
+    query: Query,
+    generation: int | None,
+    lexical: list[Candidate] | None,
+    vector: list[Candidate] | None,
+    reasons: list[Reason],
+    deps: Dependencies,
+) -> SearchOutcome:
+    lexical_ids = [c.listing_id for c in lexical or []]
+    if vector is not None:
+        # The lexical branch failed but vectors came in time: they still answer.
+        ranking, matched = reciprocal_rank_fusion(
+            {"vector": [c.listing_id for c in vector]}, limit=query.k
+        )
+        return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
+    cached = None
+    if generation is not None:
+        key = cache_key(query, generation)
+        cached = await deps.cache.get(key)
+        if Reason.VECTOR_TIMEOUT in reasons or Reason.EMBED_TIMEOUT in reasons:
+            await deps.warm(key, query)
+    if cached is not None and cached.generation == generation:
+        ranking, matched = reciprocal_rank_fusion(
+            {"cache": cached.ranking, "lexical": lexical_ids}, limit=query.k
+        )
+        age = max(0.0, time.time() - cached.created_at)
+        return SearchOutcome(Mode.CACHE_FALLBACK, ranking, matched, reasons, generation, age)
+    if lexical is not None:
+        ranking, matched = reciprocal_rank_fusion({"lexical": lexical_ids}, limit=query.k)
+        return SearchOutcome(Mode.LEXICAL_FALLBACK, ranking, matched, reasons, generation)
+    raise NoAnswerError(reasons)

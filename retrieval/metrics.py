@@ -1,0 +1,71 @@
+"""Retrieval metrics. Label values come from fixed sets only: mode, reason, stage, query
+class (the query's shape, never its text), generation id, and small cause/event sets."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (
+    0.001,
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    1.0,
+    2.0,
+)
+
+STARTED = Counter("retrieval_started", "Searches started", ["query_class"])
+COMPLETED = Counter(
+    "retrieval_completed", "Searches answered", ["mode", "degraded", "query_class", "generation"]
+)
+UNAVAILABLE = Counter(
+    "retrieval_unavailable",
+    "Searches answered 503: no branch or cache within the deadline",
+    ["query_class"],
+)
+REASONS = Counter("retrieval_degradation_reasons", "Why a search was degraded", ["reason"])
+DEADLINE_EXHAUSTED = Counter(
+    "retrieval_local_deadline_exhausted", "A stage ran out of its local budget", ["stage"]
+)
+PARENT_CANCELLED = Counter(
+    "retrieval_parent_cancelled",
+    "Searches abandoned by the caller (disconnect or the caller's own deadline)",
+    ["cause"],
+)
+VECTOR_ELIGIBLE = Counter(
+    "retrieval_vector_eligible", "Searches whose vector stage was started within its budget"
+)
+VECTOR_EXHAUSTED = Counter(
+    "retrieval_vector_budget_exhausted",
+    "Vector stages that missed their budget; divided by eligible, the early warning",
+)
+VECTOR_REMAINING = Histogram(
+    "retrieval_vector_remaining_budget_seconds",
+    "Budget left when the vector stage completed in time",
+    buckets=LATENCY_BUCKETS,
+)
+STAGE_SECONDS = Histogram(
+    "retrieval_stage_seconds", "Stage latency", ["stage"], buckets=LATENCY_BUCKETS
+)
+REQUEST_SECONDS = Histogram(
+    "retrieval_request_seconds", "Search request latency", ["mode"], buckets=LATENCY_BUCKETS
+)
+IN_FLIGHT = Gauge(
+    "retrieval_in_flight", "Stages running now", ["stage"], multiprocess_mode="livesum"
+)
+BREAKER_STATE = Gauge(
+    "retrieval_vector_breaker_open",
+    "1 when this process sees the vector breaker open or half-open",
+    multiprocess_mode="max",
+)
+WARMING = Counter("retrieval_cache_warming", "Cache warming", ["event"])

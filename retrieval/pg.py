@@ -1,0 +1,79 @@
+"""Async Postgres connections for the search hot path.
+
+The hot path talks to Postgres through psycopg 3's async connections only: when an
+awaiting task is cancelled, psycopg sends a cancel request to the server, so abandoned work
+stops in the database (a synchronous query abandoned in a thread ran on for 1.4 s here).
+One pool per event loop, because async connections belong to the loop that made them.
+"""
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from django.conf import settings
+from psycopg import AsyncConnection
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
+
+_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _configure(conn: AsyncConnection) -> None:
+    # Statements are never prepared: the vector query inlines its generation id so the
+    # planner can pick that generation's partial HNSW index, and a generic plan could not.
+    conn.prepare_threshold = None
+    await conn.set_autocommit(True)
+
+
+def conninfo() -> str:
+    """The default database as Django sees it (so tests reach their test database)."""
+    db = settings.DATABASES["default"]
+    params = {
+        "dbname": db["NAME"],
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "host": db.get("HOST") or None,
+        "port": db.get("PORT") or None,
+        **db.get("OPTIONS", {}),
+    }
+    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
+
+
+async def get_pool() -> AsyncConnectionPool:
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = AsyncConnectionPool(
+            conninfo(),
+            min_size=settings.SEARCH_POOL_MIN,
+            max_size=settings.SEARCH_POOL_MAX,
+            configure=_configure,
+            open=False,
+            name="search",
+        )
+        _pools[loop] = pool
+        # Wait for the first connections: a search must not pay for connecting.
+        await pool.open(wait=True)
+    return pool
+
+
+@asynccontextmanager
+async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection, waiting at most `timeout_s` for one."""
+    pool = await get_pool()
+    async with pool.connection(timeout=max(timeout_s, 0.001)) as conn:
+        yield conn
+
+
+async def close_pools() -> None:
+    for pool in list(_pools.values()):
+        await pool.close()
+    _pools.clear()
+
+
+def timeout_setting(timeout_ms: float) -> str:
+    # statement_timeout takes whole milliseconds; 0 would mean "no limit".
+    return f"{max(1, int(timeout_ms))}ms"

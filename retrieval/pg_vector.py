@@ -1,0 +1,52 @@
+"""Vector retrieval in Postgres: pgvector HNSW over one generation.
+
+Invariant: never returns rows of a generation other than the one passed in.
+
+statement_timeout cannot cut an HNSW scan short (pgvector runs the whole graph search in
+its first fetch), so the cost of one search is bounded by `hnsw.ef_search` instead; the
+timeout still stops lock waits, and the awaiting task's cancellation is sent to the server.
+"""
+
+import numpy as np
+import numpy.typing as npt
+from django.conf import settings
+from pgvector import Vector
+from psycopg import sql
+
+from retrieval.pg import connection, timeout_setting
+from retrieval.types import Candidate
+
+# The generation and the dimension are inlined as literals: only then can the planner match
+# the generation's partial HNSW index (`WHERE generation_id = G` on `embedding::vector(N)`).
+_SEARCH = """
+SELECT listing_id, embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
+FROM ingestion_listing_embedding
+WHERE generation_id = {generation}
+ORDER BY embedding::vector({dims}) <=> %(embedding)s::vector({dims})
+LIMIT %(limit)s
+"""
+
+
+class PgVectorIndex:
+    async def search(
+        self,
+        embedding: npt.NDArray[np.float32],
+        generation: int,
+        limit: int,
+        timeout_ms: float,
+    ) -> list[Candidate]:
+        statement = sql.SQL(_SEARCH).format(
+            dims=sql.Literal(int(embedding.shape[0])), generation=sql.Literal(int(generation))
+        )
+        async with connection(timeout_ms / 1000) as conn, conn.transaction():
+            await conn.execute(
+                "SELECT set_config('statement_timeout', %s, true),"
+                " set_config('hnsw.ef_search', %s, true)",
+                [timeout_setting(timeout_ms), str(settings.SEARCH_HNSW_EF_SEARCH)],
+            )
+            cursor = await conn.execute(
+                statement, {"embedding": Vector(embedding).to_text(), "limit": limit}
+            )
+            rows = await cursor.fetchall()
+        # Cosine distance to a similarity, so higher is better like every other score.
+        return [Candidate(row[0], 1.0 - float(row[1])) for row in rows]

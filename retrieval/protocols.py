@@ -1,0 +1,42 @@
+"""The seams of retrieval. Postgres and Redis implement them; contract tests inject
+implementations that stall, fail or answer at will (tests/test_retrieval_contract.py).
+
+Every stage is a coroutine that must stop its work when cancelled: a real implementation
+cancels its SQL on the server, not just the Python side."""
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from retrieval.types import CachedRanking, Candidate, Query
+
+
+class LexicalIndex(Protocol):
+    async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
+        """Best lexical candidates first; `timeout_ms` is a server-side backstop."""
+        ...
+
+
+class VectorIndex(Protocol):
+    async def search(
+        self,
+        embedding: npt.NDArray[np.float32],
+        generation: int,
+        limit: int,
+        timeout_ms: float,
+    ) -> list[Candidate]:
+        """Nearest listings of `generation` only; `timeout_ms` is enforced server-side."""
+        ...
+
+
+class QueryEmbedder(Protocol):
+    async def embed(self, text: str) -> npt.NDArray[np.float32]: ...
+
+
+class ResultCache(Protocol):
+    async def get(self, key: str) -> CachedRanking | None:
+        """None on a miss, and also when the cache is unreachable: it is an optimisation."""
+        ...
+
+    async def put(self, key: str, ranking: CachedRanking) -> None: ...

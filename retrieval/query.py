@@ -1,0 +1,91 @@
+"""From the raw `q` and `k` request parameters to a validated Query.
+
+The text reaches Postgres only as a bound parameter of websearch_to_tsquery, which accepts
+any string: quotes, tsquery operators and SQL-looking text are searched for, never refused.
+A BadQueryError is for what we won't search for at all; its message is shown to the user."""
+
+import re
+import unicodedata
+from typing import Literal, get_args
+
+from ingestion.text import normalise
+from retrieval.types import Query
+
+# In precedence order: the first class whose rule matches is the query's class.
+QueryClass = Literal[
+    "quoted", "operators", "no_terms", "numeric", "non_latin", "single_term", "short", "long"
+]
+QUERY_CLASSES: tuple[QueryClass, ...] = get_args(QueryClass)
+
+# Tab, LF, VT, FF and CR (\x09-\x0d) arrive from pastes and textareas and are collapsed like
+# spaces; every other C0/C1 control is refused (NUL can't even be stored in Postgres text).
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# Django decodes invalid UTF-8 in a URL to U+FFFD; lone surrogates (e.g. from argv's
+# surrogateescape) get the same treatment, as psycopg could not encode them.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_K = re.compile(r"[0-9]{1,9}")  # ASCII digits only; bounded so int() never sees a huge string
+# websearch_to_tsquery syntax: "a phrase", -negation (of a word or a phrase), `x or y`.
+_QUOTED_PHRASE = re.compile(r'"[^"]*[^\W_][^"]*"')
+_OPERATOR = re.compile(r'(?:^|\s)-(?:"|[^\W_])|\S\s+or\s+\S', re.IGNORECASE)
+
+
+class BadQueryError(ValueError):
+    """A request parameter we refuse; str(error) is the user-facing message (HTTP 400)."""
+
+
+def parse_query(
+    raw_q: str | None,
+    raw_k: str | None,
+    *,
+    max_chars: int = 200,
+    max_k: int = 50,
+    default_k: int = 10,
+) -> Query:
+    text = _clean_text(raw_q, max_chars)
+    # A query of punctuation only normalises to "": it stays valid (it just matches nothing
+    # lexically) and is its own key. Each of its non-space characters is one normalise()
+    # never outputs, so that key can't collide with the key of a query that has words.
+    normalised = normalise(text) or text
+    k = _parse_k(raw_k, max_k, default_k)
+    return Query(text=text, normalised=normalised, k=k, query_class=query_class(text))
+
+
+def query_class(text: str) -> QueryClass:
+    """A metrics label from the query's shape, never its content."""
+    if _QUOTED_PHRASE.search(text):
+        return "quoted"
+    if _OPERATOR.search(text):
+        return "operators"
+    normalised = normalise(text)
+    if not normalised:
+        return "no_terms"
+    letters = [ch for ch in normalised if ch.isalpha()]
+    if not letters:
+        return "numeric"
+    latin = sum(unicodedata.name(ch, "").startswith("LATIN ") for ch in letters)
+    if latin * 2 < len(letters):
+        return "non_latin"
+    terms = len(normalised.split())
+    if terms == 1:
+        return "single_term"
+    return "short" if terms <= 3 else "long"
+
+
+def _clean_text(raw: str | None, max_chars: int) -> str:
+    """NFC, whitespace collapsed and stripped; refused if empty, too long or with controls."""
+    if raw is not None and _CONTROL.search(raw):
+        raise BadQueryError("q contains control characters")
+    text = " ".join(unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", raw or "")).split())
+    if not text:
+        raise BadQueryError("q is required")
+    if len(text) > max_chars:
+        raise BadQueryError(f"q is longer than {max_chars} characters")
+    return text
+
+
+def _parse_k(raw: str | None, max_k: int, default_k: int) -> int:
+    if not raw:  # absent, or left blank in a form
+        return default_k
+    if _K.fullmatch(raw) and 1 <= int(raw) <= max_k:
+        return int(raw)
+    raise BadQueryError(f"k must be a whole number from 1 to {max_k}")

@@ -1,0 +1,77 @@
+"""The real implementations wired together, once per process."""
+
+from functools import cache
+
+from django.conf import settings
+
+from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from retrieval.admission import AdmissionLimit
+from retrieval.cache import RedisResultCache
+from retrieval.deadline import BudgetPolicy
+from retrieval.generation import GenerationLookup
+from retrieval.hybrid import Dependencies
+from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.pg_vector import PgVectorIndex
+from retrieval.query_embedder import OnnxQueryEmbedder
+from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
+from retrieval.warming import schedule_warming
+from searchsite.breaker import BreakerPolicy
+
+_generations = GenerationLookup()
+
+
+async def active_generation(timeout_s: float) -> int | None:
+    """The active generation, if this process's embedder can search it."""
+    active = await _generations.active(timeout_s)
+    if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
+        return None
+    return active.id
+
+
+def forget_active_generation() -> None:
+    _generations.forget()
+
+
+def breaker_policy() -> BreakerPolicy:
+    return BreakerPolicy(
+        window_s=settings.VECTOR_BREAKER_WINDOW_S,
+        min_calls=settings.VECTOR_BREAKER_MIN_CALLS,
+        failure_ratio=settings.VECTOR_BREAKER_FAILURE_RATIO,
+        cooldown_s=settings.VECTOR_BREAKER_COOLDOWN_S,
+    )
+
+
+def budget_policy() -> BudgetPolicy:
+    return BudgetPolicy(
+        objective_ms=settings.SEARCH_DEADLINE_MS,
+        caller_cap_ms=settings.SEARCH_CALLER_TIMEOUT_CAP_MS,
+        reserve_ms=settings.SEARCH_RESERVE_MS,
+        vector_budget_ms=settings.SEARCH_VECTOR_BUDGET_MS,
+        min_vector_ms=settings.SEARCH_MIN_VECTOR_BUDGET_MS,
+    )
+
+
+@cache
+def vector_breaker() -> SharedBreaker:
+    client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
+    return SharedBreaker(client, "searchsite:breaker:vector", breaker_policy())
+
+
+@cache
+def dependencies() -> Dependencies:
+    return Dependencies(
+        lexical=PgLexicalIndex(),
+        vector=PgVectorIndex(),
+        embedder=OnnxQueryEmbedder(),
+        cache=RedisResultCache(),
+        active_generation=active_generation,
+        breaker=vector_breaker(),
+        admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
+        warm=schedule_warming,
+    )
+
+
+def warm_up() -> None:
+    """Load the query model before the first request: a cold load takes longer than any
+    search's deadline, and would turn a process's first searches into 503s."""
+    get_embedder().embed_query("warm up")

@@ -1,0 +1,341 @@
+"""The vector stage's circuit breaker, shared by every web process through Redis.
+
+One state machine: every transition is `searchsite.breaker`'s `admit()` or `record()`,
+applied to the document under `key` inside WATCH/MULTI (an optimistic transaction with a
+bounded number of attempts). We chose that over a Lua script because the script would be
+a second copy of the state machine, in a second language; WATCH only costs extra round
+trips on transitions (open, probe, close), which are rare, and never on the hot path.
+
+The one part kept outside the pure `Breaker` is the closed state's window. As a tuple of
+every outcome it would turn each call into a contended read-modify-write of a document
+that grows with traffic. Instead each outcome is an INCR of a per-time-bucket counter
+(`INCR` is atomic and commutes, so processes never conflict), and the window is the sum of
+the last `buckets` buckets: up to one bucket shorter than `policy.window_s`.
+
+Redis layout (`E` = epoch, `B` = bucket index):
+    key                   JSON: a `Breaker` without outcomes, plus `epoch`
+    key:calls:E:B         calls recorded in bucket B while the breaker was closed in epoch E
+    key:failures:E:B      ... of which failed (slow calls are recorded failed by the caller)
+
+Invariant: the closed window never counts an outcome recorded before the breaker last
+closed, because closing starts a new epoch and counters are keyed by epoch.
+
+Hot path: `allow()` while closed is one GET; `record()` while closed is one pipelined round
+trip (GET, INCR + EXPIRE, MGET of the window) and no WATCH.
+
+If Redis fails (any `redis.RedisError`), this process carries on with an in-memory breaker,
+starting from the last state it read, and tries Redis again every `redis_retry_s`. Nothing
+here raises because of Redis. The client must fail fast: see `breaker_redis_client()`.
+"""
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from searchsite.breaker import Breaker, BreakerPolicy, State, admit, record
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_Raw = bytes | str | None  # what redis-py returns for GET
+
+
+def breaker_redis_client(url: str, *, timeout_s: float = 0.05) -> redis.Redis:
+    """A client that fails fast: short timeouts and no retries (redis-py retries a failed
+    command 10 times by default, which would turn an outage into seconds per search)."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+@dataclass(frozen=True)
+class _Shared:
+    breaker: Breaker  # its outcomes are always empty: the window lives in the counters
+    epoch: int = 0
+
+
+def _load(raw: _Raw) -> _Shared:
+    if raw is None:
+        return _Shared(Breaker())
+    try:
+        data = json.loads(raw)
+        return _Shared(Breaker.from_json({**data, "outcomes": []}), int(data.get("epoch", 0)))
+    except (ValueError, TypeError, AttributeError):
+        logger.error("unreadable vector breaker state %r; treating it as closed", raw[:200])
+        return _Shared(Breaker())
+
+
+def _dump(shared: _Shared) -> str:
+    data = shared.breaker.to_json()
+    del data["outcomes"]
+    return json.dumps({**data, "epoch": shared.epoch})
+
+
+def _moved_to(shared: _Shared, breaker: Breaker) -> _Shared:
+    """`shared` after a transition of the pure machine; closing starts a new window."""
+    reopened_window = breaker.state == "closed" and shared.breaker.state != "closed"
+    return _Shared(replace(breaker, outcomes=()), shared.epoch + int(reopened_window))
+
+
+def window_trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:
+    """`searchsite.breaker.record()`'s closed-state verdict, over counts instead of a tuple
+    of outcomes (tests/test_vector_breaker.py checks that the two agree)."""
+    return calls > 0 and calls >= policy.min_calls and failures / calls >= policy.failure_ratio
+
+
+class SharedBreaker:
+    def __init__(
+        self,
+        redis_client: redis.Redis | None,
+        key: str,
+        policy: BreakerPolicy,
+        clock: Callable[[], float] = time.time,
+        *,
+        buckets: int = 10,
+        redis_retry_s: float = 1.0,
+        max_attempts: int = 5,
+    ) -> None:
+        # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
+        # across processes.
+        if buckets < 1:
+            raise ValueError(f"a window needs at least one bucket, got {buckets}")
+        self._redis = redis_client
+        self._key = key
+        self._policy = policy
+        self._clock = clock
+        self._buckets = buckets
+        self._bucket_s = policy.window_s / buckets
+        # A counter must outlive the time its bucket spends inside the window.
+        self._counter_ttl_s = math.ceil(policy.window_s + self._bucket_s) + 1
+        self._redis_retry_s = redis_retry_s
+        self._max_attempts = max_attempts
+        self._lock = threading.Lock()
+        # The last document read and its parsed form, as one tuple so threads see a pair.
+        self._seen_cache: tuple[_Raw, _Shared] = (None, _Shared(Breaker()))
+        # While Redis fails: this process's own breaker, and when to try Redis again.
+        self._local: Breaker | None = None if redis_client is not None else Breaker()
+        self._retry_redis_at = 0.0
+
+    @property
+    def shared(self) -> bool:
+        """False while this process falls back to its own breaker."""
+        return self._local is None
+
+    def allow(self) -> bool:
+        """Whether the vector stage may run now. After the cool-down, exactly one caller
+        across all processes is let through as the half-open probe."""
+        now = self._clock()
+        client = self._shared_client(now)
+        if client is None:
+            return self._allow_locally(now)
+        try:
+            current = self._read(client)
+            allowed, _ = admit(current.breaker, self._policy, now)
+            if not allowed or current.breaker.state == "closed":
+                return allowed  # closed, or open and cooling down: nothing to write
+            # The cool-down is over: race the other processes for the probe. Only one
+            # EXEC succeeds; the others re-read a fresh probe and are refused.
+            verdict = self._update(client, lambda shared: self._admit(shared, now))
+        except redis.RedisError as exc:
+            self._fall_back(now, exc)
+            return self._allow_locally(now)
+        return bool(verdict)
+
+    def record(self, *, failed: bool) -> None:
+        """Fold one call's outcome in; the caller records a slow call as failed."""
+        now = self._clock()
+        client = self._shared_client(now)
+        if client is None:
+            self._record_locally(now, failed=failed)
+            return
+        try:
+            self._record_shared(client, now, failed=failed)
+        except redis.RedisError as exc:
+            self._fall_back(now, exc)
+            self._record_locally(now, failed=failed)
+
+    def state(self) -> State:
+        now = self._clock()
+        client = self._shared_client(now)
+        if client is None:
+            return self._local_breaker().state
+        try:
+            return self._read(client).breaker.state
+        except redis.RedisError as exc:
+            self._fall_back(now, exc)
+            return self._local_breaker().state
+
+    def window(self) -> tuple[int, int]:
+        """Calls and failures in the closed state's current window."""
+        now = self._clock()
+        client = self._shared_client(now)
+        if client is not None:
+            try:
+                epoch = self._read(client).epoch
+                return _sums(
+                    client.mget(self._window_keys(epoch, self._bucket(now))), self._buckets
+                )
+            except redis.RedisError as exc:
+                self._fall_back(now, exc)
+        window = self._policy.window_s
+        recent = [failed for t, failed in self._local_breaker().outcomes if now - t < window]
+        return len(recent), sum(recent)
+
+    # Shared state.
+
+    def _read(self, client: redis.Redis) -> _Shared:
+        return self._seen(client.get(self._key))
+
+    @property
+    def _last_seen(self) -> _Shared:
+        return self._seen_cache[1]
+
+    def _seen(self, raw: _Raw) -> _Shared:
+        cached_raw, cached = self._seen_cache
+        if raw == cached_raw:
+            return cached
+        shared = _load(raw)
+        self._seen_cache = (raw, shared)
+        return shared
+
+    def _record_shared(self, client: redis.Redis, now: float, *, failed: bool) -> None:
+        epoch = self._last_seen.epoch  # as of this process's last read, usually allow()'s
+        current, calls, failures = self._count(client, now, epoch, failed=failed)
+        if current.breaker.state == "closed" and current.epoch != epoch:
+            # It closed again since this process last looked: count in the current window.
+            epoch = current.epoch
+            current, calls, failures = self._count(client, now, epoch, failed=failed)
+        if current.breaker.state == "half_open":
+            self._update(client, lambda shared: self._settle_probe(shared, now, failed=failed))
+        elif current.breaker.state == "closed" and window_trips(calls, failures, self._policy):
+            self._update(client, lambda shared: self._trip(shared, epoch, now))
+        # Open: a straggler that started before it opened. Its counts land in an epoch that
+        # closing leaves behind, so they never count.
+
+    def _count(
+        self, client: redis.Redis, now: float, epoch: int, *, failed: bool
+    ) -> tuple[_Shared, int, int]:
+        """Add one outcome to its bucket and read the state and window, in one round trip."""
+        bucket = self._bucket(now)
+        with client.pipeline(transaction=False) as pipe:
+            pipe.get(self._key)
+            calls_key, failures_key = self._counter_keys(epoch, bucket)
+            for counter in (calls_key, failures_key) if failed else (calls_key,):
+                pipe.incr(counter)
+                pipe.expire(counter, self._counter_ttl_s)
+            pipe.mget(self._window_keys(epoch, bucket))
+            results = pipe.execute()
+        calls, failures = _sums(results[-1], self._buckets)
+        return self._seen(results[0]), calls, failures
+
+    def _update(
+        self, client: redis.Redis, change: Callable[[_Shared], tuple[T, _Shared]]
+    ) -> T | None:
+        """Apply `change` to the stored state atomically. None if other processes kept
+        changing it for `max_attempts` tries: they are making the same transition."""
+        for _ in range(self._max_attempts):
+            with client.pipeline() as pipe:
+                try:
+                    pipe.watch(self._key)  # type: ignore[no-untyped-call]  # unannotated in redis-py
+                    current = self._seen(pipe.get(self._key))
+                    result, changed = change(current)
+                    if changed == current:
+                        return result
+                    document = _dump(changed)
+                    pipe.multi()
+                    pipe.set(self._key, document)
+                    pipe.execute()
+                except redis.WatchError:
+                    continue
+            self._seen_cache = (document.encode(), changed)
+            return result
+        return None
+
+    def _admit(self, shared: _Shared, now: float) -> tuple[bool, _Shared]:
+        allowed, breaker = admit(shared.breaker, self._policy, now)
+        return allowed, _moved_to(shared, breaker)
+
+    def _settle_probe(self, shared: _Shared, now: float, *, failed: bool) -> tuple[None, _Shared]:
+        if shared.breaker.state != "half_open":
+            return None, shared  # another process settled it first
+        return None, _moved_to(shared, record(shared.breaker, self._policy, now, failed=failed))
+
+    def _trip(self, shared: _Shared, epoch: int, now: float) -> tuple[None, _Shared]:
+        if shared.breaker.state != "closed" or shared.epoch != epoch:
+            return None, shared  # another process tripped it first
+        return None, _moved_to(shared, Breaker(state="open", opened_at=now))
+
+    def _bucket(self, now: float) -> int:
+        return math.floor(now / self._bucket_s)
+
+    def _counter_keys(self, epoch: int, bucket: int) -> tuple[str, str]:
+        return f"{self._key}:calls:{epoch}:{bucket}", f"{self._key}:failures:{epoch}:{bucket}"
+
+    def _window_keys(self, epoch: int, bucket: int) -> list[str]:
+        """Calls keys of the window's buckets, then its failures keys."""
+        first = bucket - self._buckets + 1
+        pairs = [self._counter_keys(epoch, b) for b in range(first, bucket + 1)]
+        return [calls for calls, _ in pairs] + [failures for _, failures in pairs]
+
+    # Falling back to this process's own breaker.
+
+    def _shared_client(self, now: float) -> redis.Redis | None:
+        """The client while Redis answers; None while it does not, except once per
+        `redis_retry_s`, when a read decides whether to switch back to the shared state."""
+        if self._local is None or self._redis is None:
+            return self._redis
+        if now < self._retry_redis_at:
+            return None
+        try:
+            self._read(self._redis)
+        except redis.RedisError:
+            self._retry_redis_at = now + self._redis_retry_s
+            return None
+        with self._lock:
+            self._local = None
+        logger.warning("vector breaker: Redis answers again; using the shared state")
+        return self._redis
+
+    def _fall_back(self, now: float, exc: redis.RedisError) -> None:
+        with self._lock:
+            self._retry_redis_at = now + self._redis_retry_s
+            if self._local is not None:
+                return
+            self._local = self._last_seen.breaker
+        logger.warning("vector breaker: Redis failed (%r); using this process's own", exc)
+
+    def _local_breaker(self) -> Breaker:
+        with self._lock:
+            return self._local or self._last_seen.breaker
+
+    # If Redis came back between the caller's check and taking the lock, the verdict comes
+    # from the last shared state and the outcome is dropped: `_local` stays None.
+
+    def _allow_locally(self, now: float) -> bool:
+        with self._lock:
+            allowed, breaker = admit(self._local or self._last_seen.breaker, self._policy, now)
+            if self._local is not None:
+                self._local = breaker
+        return allowed
+
+    def _record_locally(self, now: float, *, failed: bool) -> None:
+        with self._lock:
+            if self._local is not None:
+                self._local = record(self._local, self._policy, now, failed=failed)
+
+
+def _sums(counts: list[_Raw], buckets: int) -> tuple[int, int]:
+    values = [int(count or 0) for count in counts]
+    return sum(values[:buckets]), sum(values[buckets:])

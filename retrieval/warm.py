@@ -1,0 +1,67 @@
+"""What a warming task does: the full hybrid search with a generous budget, whose
+complete result the search itself caches."""
+
+import asyncio
+import dataclasses
+
+from django.conf import settings
+
+from retrieval import metrics
+from retrieval.cache import close_async_redis
+from retrieval.deadline import BudgetPolicy, plan_budgets
+from retrieval.hybrid import hybrid_search
+from retrieval.pg import close_pools
+from retrieval.service import dependencies
+from retrieval.types import Mode, Query
+from retrieval.warming import job_key, load_job
+from searchsite.redis_client import get_redis
+
+
+class _AlwaysAllow:
+    """Warming runs off the request path: no breaker, no admission limit."""
+
+    def allow(self) -> bool:
+        return True
+
+    def try_acquire(self) -> "_AlwaysAllow":
+        return self
+
+    def record(self, *, failed: bool) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+async def _no_warming(key: str, query: Query) -> None:
+    pass
+
+
+def warm(key: str) -> str:
+    query = load_job(get_redis().get(job_key(key)))
+    if query is None:
+        metrics.WARMING.labels(event="failed").inc()
+        return "expired"
+    mode = asyncio.run(_search(query))
+    event = "completed" if mode == Mode.HYBRID else "failed"
+    metrics.WARMING.labels(event=event).inc()
+    return event
+
+
+async def _search(query: Query) -> Mode:
+    gate = _AlwaysAllow()
+    deps = dataclasses.replace(dependencies(), breaker=gate, admission=gate, warm=_no_warming)
+    budget = settings.SEARCH_WARMING_BUDGET_MS
+    policy = BudgetPolicy(
+        objective_ms=budget,
+        caller_cap_ms=budget,
+        reserve_ms=0,
+        vector_budget_ms=budget,
+        min_vector_ms=0,
+    )
+    budgets = plan_budgets(policy, caller_timeout_ms=None)
+    try:
+        return (await hybrid_search(query, budgets, deps)).mode
+    finally:
+        await close_pools()
+        await close_async_redis()

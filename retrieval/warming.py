@@ -1,0 +1,57 @@
+"""Background cache warming after a vector timeout: one task per cache key, however many
+processes and requests time out on it at once.
+
+The task carries only the cache key; the query text waits in Redis beside it, so it never
+appears in a broker message or in Celery's logs."""
+
+import asyncio
+import json
+
+from redis.exceptions import RedisError
+
+from retrieval import metrics
+from retrieval.cache import async_redis
+from retrieval.types import Query
+from searchsite.celery import app as celery_app
+
+WARM_TASK = "retrieval.tasks.warm_cache"
+DEDUP_TTL_S = 60
+JOB_TTL_S = 600
+
+
+def _dedup_key(key: str) -> str:
+    return f"searchsite:warming:{key}"
+
+
+def job_key(key: str) -> str:
+    return f"searchsite:warm-job:{key}"
+
+
+async def schedule_warming(key: str, query: Query) -> None:
+    client = async_redis()
+    try:
+        first = await client.set(_dedup_key(key), "1", nx=True, ex=DEDUP_TTL_S)
+        if not first:
+            metrics.WARMING.labels(event="deduplicated").inc()
+            return
+        job = {
+            "text": query.text,
+            "normalised": query.normalised,
+            "k": query.k,
+            "query_class": query.query_class,
+        }
+        await client.set(job_key(key), json.dumps(job), ex=JOB_TTL_S)
+    except (RedisError, OSError):
+        metrics.WARMING.labels(event="failed").inc()
+        return
+    # Publishing is a blocking socket write; keep it off the event loop.
+    # By name: services never import tasks.
+    await asyncio.to_thread(celery_app.send_task, WARM_TASK, args=[key])
+    metrics.WARMING.labels(event="enqueued").inc()
+
+
+def load_job(raw: bytes | None) -> Query | None:
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return Query(data["text"], data["normalised"], data["k"], data["query_class"])

@@ -1,0 +1,36 @@
+"""Indexed listings for search tests, embedded with the real model."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from ingestion import generations
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.indexing import embed_pending_batch
+from ingestion.upsert import apply_draft
+from retrieval import service
+from tests.factories import draft, source
+
+TITLES = [
+    ("Jazz quartet at the riverside", "Riverside Hall", "Modern jazz standards and bebop."),
+    ("Sourdough baking class", "Town Bakery", "Learn to bake bread with a natural starter."),
+    ("Children's science fair", "Town Hall", "Robots, volcanoes and a planetarium."),
+    ("Organ recital", "St Mary's Church", "Bach and Buxtehude on the restored organ."),
+    ("Late-night jazz jam", "The Cellar Bar", "Bring an instrument; the house band starts."),
+]
+
+
+def index_listings() -> None:
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    with transaction.atomic():
+        feed = source()
+        for number, (title, venue, description) in enumerate(TITLES):
+            apply_draft(
+                feed,
+                draft(
+                    f"l{number}", title=title, venue=venue, description=description, starts_at=None
+                ),
+                timezone.now(),
+            )
+    while embed_pending_batch():
+        pass
+    service.forget_active_generation()

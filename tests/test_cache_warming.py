@@ -1,0 +1,87 @@
+"""Timed-out searches enqueue one warming task per cache key; a real worker fills the
+cache; the next timed-out search is served from it, until a new generation is active."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
+from ingestion import generations
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.indexing import embed_pending_batch
+from retrieval import service
+from retrieval.cache import cache_key
+from retrieval.query import parse_query
+from searchsite.redis_client import get_redis
+from tests.conftest import start_worker, stop_worker, wait_until
+from tests.search_fixtures import index_listings
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+@asynccontextmanager
+async def _embeddings_locked(url: str) -> AsyncIterator[None]:
+    holder = await psycopg.AsyncConnection.connect(url)
+    try:
+        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+        yield
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
+async def _search(client: AsyncClient, q: str) -> dict:
+    response = await client.get("/api/search", {"q": q})
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)
+
+
+def _new_active_generation() -> None:
+    generation = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    while embed_pending_batch():
+        pass
+    generations.mark_ready(generation)
+    generation.refresh_from_db()
+    generations.activate(generation)
+
+
+async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
+    async_client: AsyncClient, test_database_url: str, child_env: dict[str, str]
+) -> None:
+    await sync_to_async(index_listings)()
+    redis = get_redis()
+    redis.delete("warming")
+    await _search(async_client, "warm up")  # imports, pools and the model load: not measured
+
+    async with _embeddings_locked(test_database_url):
+        bodies = await asyncio.gather(*(_search(async_client, "jazz night") for _ in range(20)))
+    assert {body["mode"] for body in bodies} == {"lexical_fallback"}
+    assert any("vector_timeout" in body["reasons"] for body in bodies)
+    assert redis.llen("warming") == 1  # twenty timeouts, one task
+
+    generation = bodies[0]["index_generation"]
+    key = cache_key(parse_query("jazz night", None), generation)
+    assert not redis.exists(key)
+    worker = await sync_to_async(start_worker)(child_env, name="warming-worker", purge=False)
+    try:
+        await sync_to_async(wait_until)(lambda: redis.exists(key), 60, "the warmed cache entry")
+    finally:
+        await sync_to_async(stop_worker)(worker)
+
+    async with _embeddings_locked(test_database_url):
+        body = await _search(async_client, "  JAZZ   Night ")
+    assert body["mode"] == "cache_fallback"
+    assert body["degraded"] is True
+    assert body["cache_age_s"] is not None
+    assert body["results"][0]["title"] in {"Jazz quartet at the riverside", "Late-night jazz jam"}
+
+    await sync_to_async(_new_active_generation)()
+    service.forget_active_generation()
+    async with _embeddings_locked(test_database_url):
+        body = await _search(async_client, "jazz night")
+    assert body["mode"] == "lexical_fallback"

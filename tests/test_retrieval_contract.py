@@ -1,0 +1,160 @@
+"""The search orchestration with injected stages: cancellation, fallbacks and fusion,
+without a database and without sleeping (stalled stages wait on events that only
+cancellation ends; budgets are small, so a timeout is the stage's own budget running out)."""
+
+import asyncio
+
+import pytest
+
+from retrieval.cache import cache_key
+from retrieval.deadline import BudgetPolicy, plan_budgets
+from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search
+from retrieval.types import CachedRanking, Mode, Query, Reason
+from tests.retrieval_fakes import (
+    FixedLexical,
+    FixedVector,
+    Gate,
+    MemoryCache,
+    Slots,
+    WarmRecorder,
+    dependencies,
+)
+
+QUERY = Query("jazz night", "jazz night", 5, "short")
+POLICY = BudgetPolicy(
+    objective_ms=300, caller_cap_ms=1000, reserve_ms=10, vector_budget_ms=30, min_vector_ms=1
+)
+BUDGETS = plan_budgets(POLICY, caller_timeout_ms=None)
+
+
+async def test_a_stalled_vector_stage_is_cancelled_and_lexical_results_answer() -> None:
+    lexical, vector, warm = FixedLexical([3, 1, 2]), FixedVector([9], stall=True), WarmRecorder()
+    outcome = await hybrid_search(QUERY, BUDGETS, dependencies(lexical, vector, warm=warm))
+    assert outcome.mode == Mode.LEXICAL_FALLBACK
+    assert outcome.degraded
+    assert outcome.reasons == [Reason.VECTOR_TIMEOUT]
+    assert outcome.ranking == [3, 1, 2]
+    await asyncio.wait_for(vector.probe.cancelled.wait(), 1)
+    assert warm.keys == [cache_key(QUERY, 1)]
+
+
+async def test_an_on_time_vector_result_is_fused_deterministically_and_cached() -> None:
+    cache = MemoryCache()
+    rankings = []
+    for _ in range(3):
+        deps = dependencies(FixedLexical([3, 1, 2]), FixedVector([2, 7, 3]), cache=cache)
+        outcome = await hybrid_search(QUERY, BUDGETS, deps)
+        assert (outcome.mode, outcome.degraded, outcome.reasons) == (Mode.HYBRID, False, [])
+        rankings.append(outcome.ranking)
+    # RRF, k=60: 3 and 2 are found by both (3: 1/61+1/63, 2: 1/63+1/61: a tie, broken by
+    # id); then 1 (1/62) and 7 (1/62), again by id.
+    assert rankings == [[2, 3, 1, 7]] * 3
+    assert outcome.matched == {
+        2: {"lexical", "vector"},
+        3: {"lexical", "vector"},
+        1: {"lexical"},
+        7: {"vector"},
+    }
+    assert cache.entries[cache_key(QUERY, 1)].ranking == [2, 3, 1, 7]
+
+
+async def test_parent_cancellation_stops_both_stages_and_builds_nothing() -> None:
+    lexical, vector = FixedLexical([1], stall=True), FixedVector([2], stall=True)
+    cache, warm = MemoryCache(), WarmRecorder()
+    deps = dependencies(lexical, vector, cache=cache, warm=warm)
+    search = asyncio.create_task(hybrid_search(QUERY, BUDGETS, deps))
+    await lexical.probe.started.wait()
+    await vector.probe.started.wait()
+    search.cancel()  # the client went away
+    with pytest.raises(asyncio.CancelledError):
+        await search
+    await asyncio.wait_for(lexical.probe.cancelled.wait(), 1)
+    await asyncio.wait_for(vector.probe.cancelled.wait(), 1)
+    assert warm.keys == []
+    assert cache.puts == 0
+
+
+async def test_a_cached_ranking_is_preferred_and_fresh_lexical_hits_are_merged() -> None:
+    cache = MemoryCache()
+    cache.entries[cache_key(QUERY, 1)] = CachedRanking([5, 6], 1, 0.0)
+    deps = dependencies(FixedLexical([8]), FixedVector([], stall=True), cache=cache)
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    assert outcome.mode == Mode.CACHE_FALLBACK
+    assert outcome.ranking == [5, 8, 6]
+    assert outcome.cache_age_s is not None
+    assert cache.puts == 0  # a degraded result is never cached as complete
+
+
+async def test_an_entry_of_another_generation_is_never_served() -> None:
+    cache = MemoryCache()
+    cache.entries[cache_key(QUERY, 1)] = CachedRanking([5, 6], 1, 0.0)
+    deps = dependencies(FixedLexical([8]), FixedVector([], stall=True), cache=cache, generation=2)
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    assert outcome.mode == Mode.LEXICAL_FALLBACK
+
+
+async def test_an_open_breaker_skips_the_vector_stage_at_once() -> None:
+    vector = FixedVector([2])
+    deps = dependencies(FixedLexical([1]), vector, gate=Gate(open_=True))
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.BREAKER_OPEN])
+    assert vector.probe.calls == 0
+
+
+async def test_a_full_admission_limit_sheds_the_vector_stage() -> None:
+    vector = FixedVector([2])
+    deps = dependencies(FixedLexical([1]), vector, slots=Slots(limit=0))
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    assert outcome.reasons == [Reason.SHED]
+    assert vector.probe.calls == 0
+
+
+async def test_the_admission_slot_is_released_when_the_stage_ends() -> None:
+    slots = Slots(limit=1)
+    deps = dependencies(FixedLexical([1]), FixedVector([], stall=True), slots=slots)
+    await hybrid_search(QUERY, BUDGETS, deps)
+    await asyncio.sleep(0)  # let the cancelled stage's done-callback run
+    assert slots.in_flight == 0
+
+
+async def test_failures_and_timeouts_are_reported_to_the_breaker() -> None:
+    gate = Gate()
+    await hybrid_search(
+        QUERY, BUDGETS, dependencies(FixedLexical([1]), FixedVector([2]), gate=gate)
+    )
+    failing = dependencies(FixedLexical([1]), FixedVector([2], fail=True), gate=gate)
+    outcome = await hybrid_search(QUERY, BUDGETS, failing)
+    stalled = dependencies(FixedLexical([1]), FixedVector([2], stall=True), gate=gate)
+    await hybrid_search(QUERY, BUDGETS, stalled)
+    assert outcome.reasons == [Reason.VECTOR_ERROR]
+    assert gate.outcomes == [False, True, True]
+
+
+async def test_without_budget_for_vectors_no_vector_search_starts() -> None:
+    vector = FixedVector([2])
+    # 25 ms from the caller leave 15 after the reserve: less than a vector search needs.
+    policy = BudgetPolicy(
+        objective_ms=300, caller_cap_ms=1000, reserve_ms=10, vector_budget_ms=30, min_vector_ms=20
+    )
+    budgets = plan_budgets(policy, caller_timeout_ms=25)
+    deps = dependencies(FixedLexical([1]), vector)
+    outcome = await hybrid_search(QUERY, budgets, deps)
+    assert Reason.NO_BUDGET in outcome.reasons
+    assert vector.probe.calls == 0
+
+
+async def test_with_nothing_in_time_it_fails_visibly() -> None:
+    deps = dependencies(FixedLexical([1], stall=True), FixedVector([2], stall=True))
+    with pytest.raises(NoAnswerError) as raised:
+        await hybrid_search(QUERY, BUDGETS, deps)
+    assert set(raised.value.reasons) == {Reason.VECTOR_TIMEOUT, Reason.LEXICAL_TIMEOUT}
+
+
+async def test_when_the_callers_deadline_passes_first_no_fallback_is_built() -> None:
+    lexical, vector = FixedLexical([1], stall=True), FixedVector([2], stall=True)
+    warm = WarmRecorder()
+    budgets = plan_budgets(POLICY, caller_timeout_ms=40)
+    with pytest.raises(CallerDeadlineError):
+        await hybrid_search(QUERY, budgets, dependencies(lexical, vector, warm=warm))
+    await asyncio.wait_for(lexical.probe.cancelled.wait(), 1)
+    assert warm.keys == []

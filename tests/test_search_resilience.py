@@ -1,0 +1,105 @@
+"""The vector breaker is shared between processes; searches survive a Redis outage; raw
+query text reaches neither the metrics nor the logs; no query string gives a 500."""
+
+import json
+import logging
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from retrieval import service
+from retrieval.cache import close_async_redis
+from searchsite.embedded import valkey
+from tests.search_fixtures import index_listings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def indexed() -> Iterator[None]:
+    index_listings()
+    return
+
+
+async def _body(client: AsyncClient, q: str) -> dict:
+    response = await client.get("/api/search", {"q": q, "timeout_ms": "3000"})
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)
+
+
+@pytest.mark.slow
+async def test_a_breaker_opened_in_another_process_is_open_here(
+    async_client: AsyncClient, indexed: None, child_env: dict[str, str]
+) -> None:
+    script = (
+        "import django; django.setup()\n"
+        "from retrieval.service import vector_breaker\n"
+        "breaker = vector_breaker()\n"
+        "for _ in range(50): breaker.record(failed=True)\n"
+        "print(breaker.state())\n"
+    )
+    env = child_env | {"DJANGO_SETTINGS_MODULE": "searchsite.settings"}
+    other = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert other.stdout.strip() == "open", other.stderr
+    body = await _body(async_client, "jazz")
+    assert body["mode"] == "lexical_fallback"
+    assert body["reasons"] == ["breaker_open"]
+
+
+@pytest.mark.slow
+async def test_searches_still_answer_with_redis_stopped(
+    async_client: AsyncClient, indexed: None, settings: object, tmp_path: Path
+) -> None:
+    await sync_to_async(valkey.start)(tmp_path)
+    settings.REDIS_URL = valkey.url(tmp_path)  # type: ignore[attr-defined]
+    service.vector_breaker.cache_clear()
+    service.dependencies.cache_clear()
+    await close_async_redis()
+    try:
+        assert (await _body(async_client, "jazz"))["mode"] == "hybrid"
+    finally:
+        await sync_to_async(valkey.stop)(tmp_path)
+    for query in ("jazz", "bread", "organ"):
+        body = await _body(async_client, query)
+        assert body["results"]
+        assert body["mode"] in {"hybrid", "lexical_fallback"}
+    service.vector_breaker.cache_clear()
+    service.dependencies.cache_clear()
+    await close_async_redis()
+
+
+async def test_query_text_reaches_neither_metrics_nor_logs(
+    async_client: AsyncClient, indexed: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = f"zq{uuid.uuid4().hex}"
+    caplog.set_level(logging.DEBUG)
+    await _body(async_client, f"jazz {secret}")
+    await _body(async_client, f'"{secret}')
+    metrics = (await async_client.get("/metrics")).content.decode()
+    assert "retrieval_started" in metrics
+    assert secret not in metrics
+    assert secret not in caplog.text
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(q=st.text(max_size=250))
+async def test_any_unicode_query_gets_400_or_an_answer_never_500(
+    async_client: AsyncClient, q: str
+) -> None:
+    response = await async_client.get("/api/search", {"q": q, "timeout_ms": "3000"})
+    assert response.status_code in {200, 400}, (q, response.content)
+    if response.status_code == 400:
+        assert json.loads(response.content)["error"]
