@@ -59,14 +59,19 @@ def end_to_end_rate(batch: list[dict[str, object]]) -> tuple[float, float, float
 
 
 def _searcher(stop: threading.Event, counter: list[int]) -> None:
+    """Full-text searches alongside ingestion, as the site serves them while it ingests."""
     from django.db import connection
 
-    from retrieval.lexical import lexical_search
-
     terms = ["church", "garden tour", "architecture", "museum", "tower", "family"]
-    while not stop.is_set():
-        lexical_search(terms[counter[0] % len(terms)], 10)
-        counter[0] += 1
+    with connection.cursor() as cursor:
+        while not stop.is_set():
+            cursor.execute(
+                "SELECT id FROM ingestion_listing WHERE search_vector @@"
+                " websearch_to_tsquery('english', %s) LIMIT 10",
+                [terms[counter[0] % len(terms)]],
+            )
+            cursor.fetchall()
+            counter[0] += 1
     connection.close()
 
 

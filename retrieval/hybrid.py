@@ -22,7 +22,15 @@ from retrieval.cache import cache_key
 from retrieval.deadline import Budgets, Deadline
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.protocols import LexicalIndex, QueryEmbedder, ResultCache, VectorIndex
-from retrieval.types import CachedRanking, Candidate, Mode, Query, Reason, SearchOutcome
+from retrieval.types import (
+    CachedRanking,
+    Candidate,
+    Mode,
+    Query,
+    Reason,
+    SearchOutcome,
+    StageTimeoutError,
+)
 
 # How many candidates each branch contributes to fusion, per result asked for.
 CANDIDATES_PER_RESULT = 3
@@ -169,7 +177,8 @@ async def _vector_result(
     if task is None or stage is None:
         return None
     elapsed_ms = (deps.clock() - started) * 1000
-    if not await _settle(task, budgets.vector_ms - elapsed_ms):
+    settled = await _settle(task, budgets.vector_ms - elapsed_ms)
+    if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()  # psycopg sends the cancel to the server
         reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
         metrics.VECTOR_EXHAUSTED.inc()
@@ -190,7 +199,8 @@ async def _vector_result(
 async def _lexical_result(
     task: "asyncio.Task[list[Candidate]]", deadline: Deadline, reasons: list[Reason]
 ) -> list[Candidate] | None:
-    if not await _settle(task, deadline.remaining_ms()):
+    settled = await _settle(task, deadline.remaining_ms())
+    if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()
         reasons.append(Reason.LEXICAL_TIMEOUT)
         metrics.DEADLINE_EXHAUSTED.labels(stage="lexical").inc()

@@ -14,7 +14,10 @@ from contextlib import asynccontextmanager
 from django.conf import settings
 from psycopg import AsyncConnection
 from psycopg.conninfo import make_conninfo
+from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
+
+from retrieval.types import StageTimeoutError
 
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
     weakref.WeakKeyDictionary()
@@ -72,6 +75,14 @@ async def close_pools() -> None:
     for pool in list(_pools.values()):
         await pool.close()
     _pools.clear()
+
+
+@asynccontextmanager
+async def server_timeouts_as_stage_timeouts() -> AsyncIterator[None]:
+    try:
+        yield
+    except QueryCanceled as exc:  # statement_timeout: cancellations by us arrive as such
+        raise StageTimeoutError(str(exc)) from exc
 
 
 def timeout_setting(timeout_ms: float) -> str:

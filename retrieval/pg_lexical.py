@@ -10,7 +10,7 @@ backstop if the plan ever goes wrong.
 
 from psycopg import sql
 
-from retrieval.pg import connection, timeout_setting
+from retrieval.pg import connection, server_timeouts_as_stage_timeouts, timeout_setting
 from retrieval.types import Candidate, Query
 
 TITLE_POOL = 1000
@@ -50,7 +50,11 @@ WHERE best.word <> t.term
 
 class PgLexicalIndex:
     async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        async with connection(timeout_ms / 1000) as conn, conn.transaction():
+        async with (
+            server_timeouts_as_stage_timeouts(),
+            connection(timeout_ms / 1000) as conn,
+            conn.transaction(),
+        ):
             await conn.execute(
                 "SELECT set_config('statement_timeout', %s, true)", [timeout_setting(timeout_ms)]
             )

@@ -13,7 +13,7 @@ from django.conf import settings
 from pgvector import Vector
 from psycopg import sql
 
-from retrieval.pg import connection, timeout_setting
+from retrieval.pg import connection, server_timeouts_as_stage_timeouts, timeout_setting
 from retrieval.types import Candidate
 
 # The generation and the dimension are inlined as literals: only then can the planner match
@@ -38,7 +38,14 @@ class PgVectorIndex:
         statement = sql.SQL(_SEARCH).format(
             dims=sql.Literal(int(embedding.shape[0])), generation=sql.Literal(int(generation))
         )
-        async with connection(timeout_ms / 1000) as conn, conn.transaction():
+        # One round trip: BEGIN, the transaction-local settings, the search and COMMIT
+        # travel together in pipeline mode.
+        async with (
+            server_timeouts_as_stage_timeouts(),
+            connection(timeout_ms / 1000) as conn,
+            conn.pipeline(),
+            conn.transaction(),
+        ):
             await conn.execute(
                 "SELECT set_config('statement_timeout', %s, true),"
                 " set_config('hnsw.ef_search', %s, true)",

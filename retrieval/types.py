@@ -26,6 +26,11 @@ class Reason(StrEnum):
     DATABASE_ERROR = "database_error"
 
 
+class StageTimeoutError(Exception):
+    """A stage's own server-side timeout fired (Postgres' statement_timeout): the same
+    outcome as its budget running out on the client side, whichever came first."""
+
+
 @dataclass(frozen=True)
 class Query:
     """A validated query: the text as typed (for the database) and its normalised form

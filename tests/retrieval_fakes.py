@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval.hybrid import Dependencies
-from retrieval.types import CachedRanking, Candidate, Query
+from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
 
 
 class StageProbe:
@@ -45,9 +45,16 @@ class FixedVector:
     """Answers with fixed ids of one generation, fails, or stalls until cancelled."""
 
     def __init__(
-        self, ids: list[int], *, stall: bool = False, fail: bool = False, generation: int = 1
+        self,
+        ids: list[int],
+        *,
+        stall: bool = False,
+        fail: bool = False,
+        server_timeout: bool = False,
+        generation: int = 1,
     ) -> None:
         self.ids, self.stall, self.fail, self.generation = ids, stall, fail, generation
+        self.server_timeout = server_timeout
         self.probe = StageProbe()
 
     async def search(
@@ -59,6 +66,8 @@ class FixedVector:
             await self.probe.stall()
         if self.fail:
             raise RuntimeError("vector index unavailable")
+        if self.server_timeout:
+            raise StageTimeoutError("canceling statement due to statement timeout")
         if generation != self.generation:
             return []
         return [Candidate(i, 1.0 - rank / 100) for rank, i in enumerate(self.ids[:limit])]

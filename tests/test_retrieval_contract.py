@@ -158,3 +158,11 @@ async def test_when_the_callers_deadline_passes_first_no_fallback_is_built() -> 
         await hybrid_search(QUERY, budgets, dependencies(lexical, vector, warm=warm))
     await asyncio.wait_for(lexical.probe.cancelled.wait(), 1)
     assert warm.keys == []
+
+
+async def test_a_server_side_timeout_counts_as_a_vector_timeout() -> None:
+    warm = WarmRecorder()
+    deps = dependencies(FixedLexical([1]), FixedVector([2], server_timeout=True), warm=warm)
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    assert outcome.reasons == [Reason.VECTOR_TIMEOUT]
+    assert warm.keys == [cache_key(QUERY, 1)]

@@ -1,0 +1,324 @@
+"""Search benchmark at 100,000 listings, every figure measured side by side in one run.
+
+    .venv/bin/python bench/search.py [--listings 100000] [--queries 200]
+
+(a) in-process hybrid search against one single-statement RRF query of the same two
+    branches (as in pgvector-python's hybrid example), with the same query embeddings;
+(b) HTTP p50 overhead over (a), through uvicorn on 127.0.0.1;
+(c) p99 latency while the embeddings table is locked, against a sequential search without
+    budgets;
+(d) from vector-budget expiry to the backend being idle.
+"""
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, SHARED_DATA, start
+from listings import records
+
+SINGLE_STATEMENT_RRF = """
+WITH semantic_search AS (
+    SELECT listing_id AS id, RANK() OVER (ORDER BY embedding::vector(384) <=> %(e)s::vector(384))
+    FROM ingestion_listing_embedding WHERE generation_id = {generation}
+    ORDER BY embedding::vector(384) <=> %(e)s::vector(384) LIMIT 30
+),
+keyword_search AS (
+    SELECT id, RANK() OVER (ORDER BY ts_rank_cd(search_vector, query) DESC)
+    FROM ingestion_listing, websearch_to_tsquery('english', %(q)s) query
+    WHERE search_vector @@ query AND status = 'active'
+    ORDER BY ts_rank_cd(search_vector, query) DESC LIMIT 30
+)
+SELECT COALESCE(semantic_search.id, keyword_search.id) AS id,
+       COALESCE(1.0 / (60 + semantic_search.rank), 0.0)
+       + COALESCE(1.0 / (60 + keyword_search.rank), 0.0) AS score
+FROM semantic_search FULL OUTER JOIN keyword_search ON semantic_search.id = keyword_search.id
+ORDER BY score DESC, id LIMIT 10
+"""
+
+
+def pct(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def ms(values: list[float]) -> str:
+    return (
+        f"p50 {statistics.median(values):7.2f}  p95 {pct(values, 0.95):7.2f}  "
+        f"p99 {pct(values, 0.99):7.2f} ms"
+    )
+
+
+def queries(count: int, data_dir: Path | None) -> list[str]:
+    import random
+
+    rng = random.Random(3)
+    titles = [str(r["title"]) for r in records(2000, data_dir)]
+    out = []
+    for _ in range(count):
+        words = [w.strip(":,.()'") for w in rng.choice(titles).split() if len(w) > 3]
+        out.append(" ".join(rng.sample(words, min(len(words), rng.randint(1, 3)))) or "church")
+    return out
+
+
+class FixedEmbedder:
+    """Both sides get the same, precomputed query embeddings."""
+
+    def __init__(self, table: dict[str, object]) -> None:
+        self.table = table
+
+    async def embed(self, text: str) -> object:
+        return self.table[text]
+
+
+async def in_process(qs: list[str], embeddings: dict[str, object], generation: int) -> dict:
+    import dataclasses
+
+    from pgvector import Vector
+    from psycopg import sql
+
+    from retrieval.deadline import plan_budgets
+    from retrieval.hybrid import hybrid_search
+    from retrieval.pg import connection
+    from retrieval.query import parse_query
+    from retrieval.service import budget_policy, dependencies
+
+    deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
+    budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
+    rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(generation=sql.Literal(generation))
+    ours, single, modes = [], [], {}
+    for q in qs * 2:  # the first pass warms caches on both sides; keep the second
+        query = parse_query(q, "10")
+        started = time.perf_counter()
+        outcome = await hybrid_search(query, budgets, deps)
+        ours.append((time.perf_counter() - started) * 1000)
+        modes[outcome.mode] = modes.get(outcome.mode, 0) + 1
+        started = time.perf_counter()
+        async with connection(1.0) as conn, conn.transaction():
+            await conn.execute("SET LOCAL hnsw.ef_search = 40")
+            cursor = await conn.execute(rrf, {"e": Vector(embeddings[q]).to_text(), "q": q})
+            await cursor.fetchall()
+        single.append((time.perf_counter() - started) * 1000)
+    n = len(qs)
+    return {"ours": ours[n:], "single": single[n:], "modes": modes}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http(qs: list[str]) -> list[float]:
+    import httpx
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "searchsite.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=dict(os.environ),
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}/api/search"
+    try:
+        with httpx.Client(timeout=5) as client:
+            for _ in range(600):
+                try:
+                    client.get(base, params={"q": "warm"})
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            times = []
+            for q in qs * 2:  # first pass: the server's query-embedding cache and pools
+                started = time.perf_counter()
+                client.get(base, params={"q": q}).raise_for_status()
+                times.append((time.perf_counter() - started) * 1000)
+        return times[len(qs) :]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> dict:
+    import dataclasses
+
+    import psycopg
+    from django.conf import settings
+
+    from retrieval.deadline import plan_budgets
+    from retrieval.hybrid import hybrid_search
+    from retrieval.query import parse_query
+    from retrieval.service import budget_policy, dependencies, vector_breaker
+
+    vector_breaker.cache_clear()
+    dependencies.cache_clear()
+    deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
+    policy = budget_policy()
+    holder = await psycopg.AsyncConnection.connect(url)
+    observer = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+    latencies, idle_after = [], []
+    try:
+        for q in qs:
+            # A closed breaker every time: each search must really try and time out.
+            deps = dataclasses.replace(deps, breaker=_AlwaysClosed())
+            budgets = plan_budgets(policy, caller_timeout_ms=None)
+            started = time.perf_counter()
+            task = asyncio.create_task(hybrid_search(parse_query(q, "10"), budgets, deps))
+            expiry = started + budgets.vector_ms / 1000
+            idle = await _idle_after(observer, holder.info.backend_pid, expiry)
+            await task
+            latencies.append((time.perf_counter() - started) * 1000)
+            idle_after.append((idle - expiry) * 1000)
+    finally:
+        await holder.rollback()
+        await holder.close()
+        await observer.close()
+    return {"latency": latencies, "idle": idle_after, "deadline": settings.SEARCH_DEADLINE_MS}
+
+
+class _AlwaysClosed:
+    def allow(self) -> bool:
+        return True
+
+    def record(self, *, failed: bool) -> None:
+        pass
+
+
+async def _idle_after(observer: object, holder_pid: int, expiry: float) -> float:
+    """Poll until no statement on the embeddings table is active (after the budget)."""
+    seen_active = False
+    while True:
+        cursor = await observer.execute(  # type: ignore[attr-defined]
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+            " AND pid NOT IN (pg_backend_pid(), %s)"
+            " AND query LIKE '%%ingestion_listing_embedding%%'",
+            [holder_pid],
+        )
+        active = (await cursor.fetchone())[0]
+        now = time.perf_counter()
+        seen_active |= bool(active)
+        if seen_active and not active and now >= expiry:
+            return now
+        if now > expiry + 5:
+            raise SystemExit("a vector statement was still running 5 s after its budget")
+
+
+async def sequential_under_lock(
+    qs: list[str], embeddings: dict[str, object], url: str, generation: int, hold_s: float
+) -> list[float]:
+    """Lexical, then vector, no budgets: each search waits until the lock is released."""
+    import psycopg
+    from pgvector import Vector
+
+    times = []
+    for q in qs:
+        holder = await psycopg.AsyncConnection.connect(url)
+        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+        release = asyncio.get_running_loop().call_later(
+            hold_s, asyncio.ensure_future, holder.rollback()
+        )
+        started = time.perf_counter()
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await (
+                await conn.execute(
+                    "SELECT id FROM ingestion_listing WHERE search_vector @@"
+                    " websearch_to_tsquery('english', %s) LIMIT 30",
+                    [q],
+                )
+            ).fetchall()
+            await (
+                await conn.execute(
+                    "SELECT listing_id FROM ingestion_listing_embedding"
+                    f" WHERE generation_id = {generation}"
+                    " ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 30",
+                    [Vector(embeddings[q]).to_text()],
+                )
+            ).fetchall()
+        times.append((time.perf_counter() - started) * 1000)
+        release.cancel()
+        await holder.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--listings", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    services = start()
+    try:
+        from django.db import connection
+        from search_data import build
+
+        from ingestion import generations
+        from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+        from retrieval.pg import close_pools, conninfo
+
+        data_dir = SHARED_DATA if SHARED_DATA.exists() else None
+        generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+        started = time.perf_counter()
+        build(args.listings, records(2000, data_dir), generation.pk)
+        print(
+            f"built {args.listings} listings in {time.perf_counter() - started:.0f} s "
+            f"({'Open House London texts' if data_dir else 'generated texts'})"
+        )
+        qs = queries(args.queries, data_dir)
+        embedder = get_embedder()
+        embeddings = {q: embedder.embed_query(q) for q in set(qs)}
+        connection.close()
+        url = conninfo()
+
+        async def run() -> tuple[dict, dict, list[float]]:
+            try:
+                a = await in_process(qs, embeddings, generation.pk)
+                c = await under_lock(qs[:100], embeddings, url)
+                seq = await sequential_under_lock(qs[:5], embeddings, url, generation.pk, 1.0)
+                return a, c, seq
+            finally:
+                await close_pools()
+
+        a, c, seq = asyncio.run(run())
+        b = http(qs)
+        ours, single = statistics.median(a["ours"]), statistics.median(a["single"])
+        print(f"(a) in-process hybrid     {ms(a['ours'])}   modes {a['modes']}")
+        print(f"    single-statement RRF  {ms(a['single'])}")
+        print(f"    ratio of p50s         {ours / single:.2f}   (target <= 1.0)")
+        print(f"(b) HTTP                  {ms(b)}")
+        print(f"    HTTP p50 overhead     {statistics.median(b) - ours:7.2f} ms (target <= 5 ms)")
+        print(
+            f"(c) locked embeddings     {ms(c['latency'])}  (target p99 <= "
+            f"{c['deadline'] + 10:.0f} ms)"
+        )
+        print(f"    sequential, no budget {ms(seq)}  (each held until the lock went, 1 s)")
+        print(f"(d) budget expiry -> idle {ms(c['idle'])}  (target p99 <= 20 ms)")
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        services.stop()
+
+
+if __name__ == "__main__":
+    main()
