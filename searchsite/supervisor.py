@@ -35,7 +35,9 @@ def _spawn(name: str, argv: list[str]) -> Child:
 def _stop(child: Child) -> None:
     if child.process.poll() is not None:
         return
-    os.killpg(child.process.pid, signal.SIGTERM)
+    # SIGTERM to the leader only: Celery's main process then finishes the tasks in hand and
+    # stops its pool itself (signalling the whole group would kill tasks mid-way).
+    child.process.send_signal(signal.SIGTERM)
     try:
         child.process.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -74,7 +74,7 @@ def start_worker(
 
 
 def stop_worker(worker: subprocess.Popen[bytes]) -> None:
-    os.killpg(worker.pid, signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)  # Celery's warm shutdown stops its pool itself
     try:
         worker.wait(30)
     except subprocess.TimeoutExpired:

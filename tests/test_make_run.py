@@ -112,6 +112,6 @@ def test_make_run_serves_stops_cleanly_and_keeps_data(system: System) -> None:
 
     system.start()
     found = httpx.get(f"{system.base}/api/search", params={"q": title}, timeout=5).json()
-    assert found["results"][0]["title"] == title
+    assert title in [listing["title"] for listing in found["results"]]
     assert system.interrupt() == 0
     assert _leftovers(system.run_dir) == []
