@@ -52,7 +52,7 @@ def end_to_end_rate(batch: list[dict[str, object]]) -> tuple[float, float, float
     poll = poll_source(source.pk)
     assert poll.new == len(batch), poll.__dict__
     ingested = time.perf_counter()
-    while embed_pending_batch(32):
+    while embed_pending_batch():
         pass
     done = time.perf_counter()
     return len(batch) / (done - started), ingested - started, done - ingested

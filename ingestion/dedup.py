@@ -36,7 +36,7 @@ _CANDIDATES_UNDATED = """
            similarity(l.title, %(title)s) AS title_sim,
            similarity(l.venue, %(venue)s) AS venue_sim
     FROM ingestion_listing l
-    WHERE l.status = 'active' AND l.starts_at IS NULL AND l.title %% %(title)s
+    WHERE l.status = 'active' AND l.starts_at IS NULL AND l.title ILIKE %(title_pattern)s
       AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
                       WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
     ORDER BY title_sim DESC, l.id
@@ -78,6 +78,11 @@ def find_duplicate(draft: ListingDraft, source_id: int) -> Listing | None:
         params |= {"earliest": draft.starts_at - tolerance, "latest": draft.starts_at + tolerance}
         sql = _CANDIDATES_BY_TIME
     else:
+        # Undated drafts merge only on the same title (see _titles_match), so an exact,
+        # case-insensitive match through the trigram index is enough, and far cheaper
+        # than a similarity search.
+        escaped = draft.title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params["title_pattern"] = escaped
         sql = _CANDIDATES_UNDATED
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -57,15 +57,17 @@ class _Claim:
     age_s: float | None
 
 
-def embed_pending_batch(batch_size: int = 32) -> int:
-    """Embed one batch of pending (listing, generation) pairs; returns how many."""
+def embed_pending_batch(batch_size: int = 128) -> int:
+    """Embed one claim of pending (listing, generation) pairs; returns how many. A claim of
+    128 is embedded in length-sorted batches of 32, which pads far less than taking 32 in
+    arrival order (111 against 184 listings/s in bench/embed.py)."""
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(_CLAIM, [MODEL_NAME, DIMENSIONS, batch_size])
             claims = [_claim(row) for row in cursor.fetchall()]
         if not claims:
             return 0
-        vectors = get_embedder().embed_documents([claim.text for claim in claims])
+        vectors = get_embedder().embed_documents([claim.text for claim in claims], batch_size=32)
         _store(claims, vectors)
     for claim in claims:
         metrics.EMBEDDED.labels(generation_state=claim.generation_state).inc()

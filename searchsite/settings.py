@@ -129,7 +129,7 @@ WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
 
 # Embeddings
 EMBEDDER_RUNTIME = env_str("EMBEDDER_RUNTIME", "onnx")
-EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 32)
+EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 128)
 EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
 
 # Fetching sources: every fetch is bounded in time and size.

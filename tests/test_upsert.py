@@ -107,3 +107,13 @@ def test_a_cancellation_of_something_never_listed_is_remembered() -> None:
     assert apply_draft(calendar, draft("c9", withdrawn=True), NOW) == Outcome.WITHDRAWN
     assert Listing.objects.count() == 0
     assert apply_draft(calendar, draft("c9", withdrawn=True), NOW) == Outcome.UNCHANGED
+
+
+def test_undated_drafts_merge_only_on_the_same_title() -> None:
+    feed, desk = source("Publisher feed"), source("Desk", "editorial")
+    apply_draft(feed, draft("f1", title="Museum late: 100% dinosaurs", starts_at=None), NOW)
+    same = draft("e1", title="MUSEUM LATE: 100% DINOSAURS", starts_at=None)
+    assert apply_draft(desk, same, NOW) == Outcome.UPDATED
+    other = draft("e2", title="Museum late: 100_ dinosaurs", starts_at=None)
+    assert apply_draft(desk, other, NOW) == Outcome.NEW  # _ and % are not wildcards
+    assert Listing.objects.count() == 2
