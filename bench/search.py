@@ -94,13 +94,13 @@ async def in_process(qs: list[str], embeddings: dict[str, object], generation: i
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
     budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
     rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(generation=sql.Literal(generation))
-    ours, single, modes = [], [], {}
+    ours, single, modes = [], [], {}  # modes: mode name -> count
     for q in qs * 2:  # the first pass warms caches on both sides; keep the second
         query = parse_query(q, "10")
         started = time.perf_counter()
         outcome = await hybrid_search(query, budgets, deps)
         ours.append((time.perf_counter() - started) * 1000)
-        modes[outcome.mode] = modes.get(outcome.mode, 0) + 1
+        modes[outcome.mode.value] = modes.get(outcome.mode.value, 0) + 1
         started = time.perf_counter()
         async with connection(1.0) as conn, conn.transaction():
             await conn.execute("SET LOCAL hnsw.ef_search = 40")
