@@ -81,21 +81,11 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
     from ingestion.models import Source
     from ingestion.polling import ingest_payload
     from ingestion.tasks import schedule_embedding
+    from searchsite.supervisor import worker_argv
 
     env = dict(os.environ)
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "searchsite",
-            "worker",
-            "--loglevel=WARNING",
-            "--queues=embedding",
-            "--concurrency=1",
-            "--hostname=bench-embed@%h",
-        ],
+        worker_argv("embedding", 1, "bench-embed@%h", "WARNING"),
         cwd=REPO,
         env=env,
         start_new_session=True,

@@ -120,22 +120,11 @@ def free_port() -> int:
 def http(qs: list[str]) -> list[float]:
     import httpx
 
+    from searchsite.supervisor import web_argv
+
     port = free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "searchsite.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--lifespan",
-            "off",
-            "--log-level",
-            "warning",
-        ],
+        web_argv(port, "warning"),
         cwd=REPO,
         env=dict(os.environ),
         start_new_session=True,

@@ -46,53 +46,32 @@ def _stop(child: Child) -> None:
         child.process.wait()
 
 
-def _commands(port: int) -> list[tuple[str, list[str]]]:
-    python = sys.executable
-    run_dir = embedded.run_dir()
+def worker_argv(queues: str, concurrency: int, hostname: str, loglevel: str = "INFO") -> list[str]:
     return [
-        (
-            "worker",
-            [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "searchsite",
-                "worker",
-                "--loglevel=INFO",
-                "--queues=ingestion,embedding,warming",
-                "--concurrency=2",
-                "--hostname=worker@%h",
-            ],
-        ),
-        (
-            "beat",
-            [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "searchsite",
-                "beat",
-                "--loglevel=INFO",
-                f"--schedule={run_dir / 'celerybeat-schedule'}",
-            ],
-        ),
-        (
-            "web",
-            [
-                python,
-                "-m",
-                "uvicorn",
-                "searchsite.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-            ],
-        ),
+        sys.executable, "-m", "celery", "-A", "searchsite", "worker", f"--loglevel={loglevel}",
+        f"--queues={queues}", f"--concurrency={concurrency}", f"--hostname={hostname}",
+    ]  # fmt: skip
+
+
+def web_argv(port: int, log_level: str = "info") -> list[str]:
+    return [
+        sys.executable, "-m", "uvicorn", "searchsite.asgi:application", "--host", "127.0.0.1",
+        "--port", str(port), "--lifespan", "off", "--log-level", log_level,
+    ]  # fmt: skip
+
+
+def _commands(port: int) -> list[tuple[str, list[str]]]:
+    schedule = embedded.run_dir() / "celerybeat-schedule"
+    beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
+            f"--schedule={schedule}"]  # fmt: skip
+    return [
+        # Fetching waits on the network, so it gets several processes: one stalled source
+        # must not hold up the others. Embedding is CPU-bound and gets its own worker, so
+        # neither kind of work can starve the other.
+        ("ingest-worker", worker_argv("ingestion", 4, "ingest@%h")),
+        ("embed-worker", worker_argv("embedding,warming", 1, "embed@%h")),
+        ("beat", beat),
+        ("web", web_argv(port)),
     ]
 
 

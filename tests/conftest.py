@@ -1,7 +1,6 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -12,6 +11,7 @@ from django.db import connection
 from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.redis_client import get_redis
+from searchsite.supervisor import worker_argv
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -53,18 +53,7 @@ def start_worker(
     if purge:
         get_redis().delete(*QUEUES)
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "searchsite",
-            "worker",
-            "--loglevel=WARNING",
-            "--queues=ingestion,embedding,warming",
-            f"--concurrency={concurrency}",
-            f"--hostname={hostname}",
-        ],
+        worker_argv("ingestion,embedding,warming", concurrency, hostname, "WARNING"),
         env=env,
         start_new_session=True,
     )

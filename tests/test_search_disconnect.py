@@ -4,13 +4,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import psycopg
 import pytest
 
+from searchsite.supervisor import web_argv
 from tests.conftest import wait_until
 from tests.search_fixtures import index_listings
 
@@ -34,20 +34,7 @@ def server(child_env: dict[str, str]) -> Iterator[str]:
         "SEARCH_CALLER_TIMEOUT_CAP_MS": "20000",
     }
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "searchsite.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--lifespan",
-            "off",
-            "--log-level",
-            "warning",
-        ],
+        web_argv(port, "warning"),
         env=env,
         start_new_session=True,
     )
