@@ -28,7 +28,7 @@ def apply_parse_result(
     editorial file), so quarantine entries of earlier polls are superseded by this one's.
     `report`, when given, receives (position, external id, outcome, reason) per item."""
     counts = Counts()
-    touched: set[int] = set()
+    changed: list[str] = []  # external ids of records whose listing is new or updated
     with transaction.atomic():
         poll = Poll.objects.create(
             source=source, started_at=started_at, finished_at=started_at, status=Poll.Status.OK
@@ -39,7 +39,7 @@ def apply_parse_result(
             if report is not None:
                 report.append((draft.position, draft.external_id, outcome, ""))
             if outcome in (Outcome.NEW, Outcome.UPDATED):
-                touched.add(_listing_id(source, draft.external_id))
+                changed.append(draft.external_id)
         for bad in result.bad:
             quarantine(source, poll, bad)
             counts.add(Outcome.QUARANTINED)
@@ -52,6 +52,7 @@ def apply_parse_result(
             source.quarantine.filter(resolved_at=None).exclude(poll=poll).update(
                 resolved_at=poll.finished_at
             )
+        touched = _listing_ids(source, changed)
         transaction.on_commit(lambda: _after_commit(source.kind, touched, fetched_at, counts))
     return poll
 
@@ -86,10 +87,12 @@ def quarantine(source: Source, poll: Poll | None, bad: BadItem) -> None:
     )
 
 
-def _listing_id(source: Source, external_id: str) -> int:
-    listing_id = source.records.values_list("listing_id", flat=True).get(external_id=external_id)
-    assert listing_id is not None, "a new or updated record always has a listing"
-    return int(listing_id)
+def _listing_ids(source: Source, external_ids: list[str]) -> set[int]:
+    """One query for the whole batch, not one per changed item."""
+    if not external_ids:
+        return set()
+    rows = source.records.filter(external_id__in=external_ids, listing__isnull=False)
+    return set(rows.values_list("listing_id", flat=True))
 
 
 def _finish(poll: Poll, counts: Counts) -> None:

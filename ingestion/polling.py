@@ -19,26 +19,16 @@ from ingestion.drafts import PayloadError
 from ingestion.fetching import FetchError, FetchResult, fetch_url, read_local
 from ingestion.models import Poll, Source
 from ingestion.parsing import parse_payload
-from searchsite.breaker import Breaker, BreakerPolicy, admit, record
+from searchsite.breaker import Breaker, admit, policy_from_settings, record
 
 Clock = Callable[[], float]
 
 
-def breaker_policy() -> BreakerPolicy:
-    return BreakerPolicy(
-        window_s=settings.SOURCE_BREAKER_WINDOW_S,
-        min_calls=settings.SOURCE_BREAKER_MIN_CALLS,
-        failure_ratio=settings.SOURCE_BREAKER_FAILURE_RATIO,
-        cooldown_s=settings.SOURCE_BREAKER_COOLDOWN_S,
-    )
-
-
 def poll_source(source_id: int, *, force: bool = False, clock: Clock = time.time) -> Poll:
     started_at = timezone.now()
-    if not _admit(source_id, clock()):
-        source = Source.objects.get(pk=source_id)
+    allowed, source = _admit(source_id, clock())
+    if not allowed:
         return _log_poll(source, started_at, Poll.Status.SKIPPED, "circuit breaker open")
-    source = Source.objects.get(pk=source_id)
     try:
         fetched = fetch_source(source)
     except FetchError as exc:
@@ -97,12 +87,12 @@ def fetch_source(source: Source) -> FetchResult:
     return read_local(source.url, max_bytes=settings.FETCH_MAX_BYTES)
 
 
-def _admit(source_id: int, now: float) -> bool:
+def _admit(source_id: int, now: float) -> tuple[bool, Source]:
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        allowed, breaker = admit(_breaker(source), breaker_policy(), now)
+        allowed, breaker = admit(_breaker(source), policy_from_settings("SOURCE_BREAKER"), now)
         _store_breaker(source, breaker)
-    return allowed
+    return allowed, source
 
 
 def _settle(
@@ -110,7 +100,9 @@ def _settle(
 ) -> None:
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        breaker = record(_breaker(source), breaker_policy(), now, failed=failed)
+        breaker = record(
+            _breaker(source), policy_from_settings("SOURCE_BREAKER"), now, failed=failed
+        )
         _store_breaker(source, breaker)
         if error:
             source.last_error = error

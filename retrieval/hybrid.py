@@ -30,6 +30,7 @@ from retrieval.types import (
     Reason,
     SearchOutcome,
     StageTimeoutError,
+    StageTimings,
 )
 
 # How many candidates each branch contributes to fusion, per result asked for.
@@ -125,7 +126,9 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
     lexical_deadline = Deadline.after(budgets.lexical_ms, clock=deps.clock)
     started = deps.clock()
     limit = query.k * CANDIDATES_PER_RESULT
+    timings = StageTimings()
     lexical_task = _start(deps.lexical.search(query, limit, budgets.lexical_ms), "lexical")
+    _time_stage(lexical_task, timings, "lexical_ms", deps.clock, started)
     reasons: list[Reason] = []
     vector_task: asyncio.Task[list[Candidate]] | None = None
     stage: _VectorStage | None = None
@@ -145,6 +148,7 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
             vector_task = _start(stage.run(vector_deadline), "vector")
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
+            _time_stage(vector_task, timings, "vector_ms", deps.clock, started)
             metrics.VECTOR_ELIGIBLE.inc()
         vector = await _vector_result(vector_task, stage, budgets, deps, reasons, started)
         lexical = await _lexical_result(lexical_task, lexical_deadline, reasons)
@@ -153,10 +157,30 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
         _cancel(lexical_task, vector_task)
         raise
     if vector is not None and lexical is not None and generation is not None:
-        return await _hybrid(query, generation, lexical, vector, reasons, deps, stage)
-    if lexical is None and budgets.caller_limited:
+        outcome = await _hybrid(query, generation, lexical, vector, reasons, deps)
+    elif lexical is None and budgets.caller_limited:
         raise CallerDeadlineError()
-    return await _fallback(query, generation, lexical, vector, reasons, deps)
+    else:
+        outcome = await _fallback(query, generation, lexical, vector, reasons, deps)
+    timings.embed_ms = stage.embed_ms if stage else None
+    outcome.timings = timings
+    return outcome
+
+
+def _time_stage(
+    task: "asyncio.Task[Any]",
+    timings: StageTimings,
+    name: str,
+    clock: Callable[[], float],
+    started: float,
+) -> None:
+    """Record how long a stage took, when it finished rather than was abandoned."""
+
+    def done(finished: "asyncio.Task[Any]") -> None:
+        if not finished.cancelled():
+            setattr(timings, name, (clock() - started) * 1000)
+
+    task.add_done_callback(done)
 
 
 async def _active_generation(deps: Dependencies, budgets: Budgets) -> int | None:
@@ -218,18 +242,14 @@ async def _hybrid(
     vector: list[Candidate],
     reasons: list[Reason],
     deps: Dependencies,
-    stage: _VectorStage | None,
 ) -> SearchOutcome:
     ranking, matched = reciprocal_rank_fusion(
         {"lexical": [c.listing_id for c in lexical], "vector": [c.listing_id for c in vector]},
         limit=query.k,
     )
-    await deps.cache.put(
-        cache_key(query, generation), CachedRanking(ranking, generation, time.time())
-    )
-    outcome = SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
-    outcome.timings.embed_ms = stage.embed_ms if stage else None
-    return outcome
+    entry = CachedRanking(ranking, generation, time.time())
+    await deps.cache.put(cache_key(query, generation), entry)
+    return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
 
 
 async def _fallback(

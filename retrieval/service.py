@@ -15,7 +15,7 @@ from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
 from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from retrieval.warming import schedule_warming
-from searchsite.breaker import BreakerPolicy
+from searchsite.breaker import policy_from_settings
 
 _generations = GenerationLookup()
 
@@ -32,15 +32,6 @@ def forget_active_generation() -> None:
     _generations.forget()
 
 
-def breaker_policy() -> BreakerPolicy:
-    return BreakerPolicy(
-        window_s=settings.VECTOR_BREAKER_WINDOW_S,
-        min_calls=settings.VECTOR_BREAKER_MIN_CALLS,
-        failure_ratio=settings.VECTOR_BREAKER_FAILURE_RATIO,
-        cooldown_s=settings.VECTOR_BREAKER_COOLDOWN_S,
-    )
-
-
 def budget_policy() -> BudgetPolicy:
     return BudgetPolicy(
         objective_ms=settings.SEARCH_DEADLINE_MS,
@@ -54,7 +45,9 @@ def budget_policy() -> BudgetPolicy:
 @cache
 def vector_breaker() -> SharedBreaker:
     client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
-    return SharedBreaker(client, "searchsite:breaker:vector", breaker_policy())
+    return SharedBreaker(
+        client, "searchsite:breaker:vector", policy_from_settings("VECTOR_BREAKER")
+    )
 
 
 @cache

@@ -62,7 +62,6 @@ class StageTimings:
     lexical_ms: float | None = None
     vector_ms: float | None = None
     embed_ms: float | None = None
-    fusion_ms: float | None = None
     total_ms: float | None = None
 
 

@@ -51,6 +51,18 @@ class Breaker:
         )
 
 
+def policy_from_settings(prefix: str) -> BreakerPolicy:
+    """The policy configured as <prefix>_WINDOW_S, _MIN_CALLS, _FAILURE_RATIO, _COOLDOWN_S."""
+    from django.conf import settings
+
+    return BreakerPolicy(
+        window_s=getattr(settings, f"{prefix}_WINDOW_S"),
+        min_calls=getattr(settings, f"{prefix}_MIN_CALLS"),
+        failure_ratio=getattr(settings, f"{prefix}_FAILURE_RATIO"),
+        cooldown_s=getattr(settings, f"{prefix}_COOLDOWN_S"),
+    )
+
+
 def admit(breaker: Breaker, policy: BreakerPolicy, now: float) -> tuple[bool, Breaker]:
     """May a call go ahead? Returns the verdict and the (possibly changed) breaker."""
     if breaker.state == "closed":
