@@ -10,11 +10,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def start() -> object:
-    """Returns the embedded services handle; call .stop() on it when done."""
+def start(base: Path | None = None) -> object:
+    """Returns the embedded services handle; call .stop() on it when done. `base` keeps
+    the services' data between runs (a scratch directory otherwise)."""
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
-    base = Path(tempfile.mkdtemp(prefix="searchsite-bench-"))
+    base = base or Path(tempfile.mkdtemp(prefix="searchsite-bench-"))
     os.environ["SEARCHSITE_RUN_DIR"] = str(base)
     from searchsite import embedded
 

@@ -158,10 +158,9 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
     from retrieval.deadline import plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
-    from retrieval.service import budget_policy, dependencies, vector_breaker
+    from retrieval.service import budget_policy, dependencies, forget_wiring
 
-    vector_breaker.cache_clear()
-    dependencies.cache_clear()
+    forget_wiring()
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
     policy = budget_policy()
     holder = await psycopg.AsyncConnection.connect(url)
@@ -255,8 +254,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listings", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the database here and reuse it on later runs (building takes minutes)",
+    )
     args = parser.parse_args()
-    services = start()
+    services = start(args.data_dir)
     try:
         from django.db import connection
         from search_data import build
@@ -268,9 +272,10 @@ def main() -> None:
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
         generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
         started = time.perf_counter()
-        build(args.listings, records(2000, data_dir), generation.pk)
+        built = build(args.listings, records(2000, data_dir), generation.pk)
         print(
-            f"built {args.listings} listings in {time.perf_counter() - started:.0f} s "
+            f"{'built' if built else 'reused'} {args.listings} listings in "
+            f"{time.perf_counter() - started:.0f} s "
             f"({'Open House London texts' if data_dir else 'generated texts'})"
         )
         qs = queries(args.queries, data_dir)

@@ -22,7 +22,10 @@ _LISTING_DEFAULTS = "\t".join(
 
 def build(
     count: int, base_records: list[dict[str, object]], generation: int, seed: int = 11
-) -> None:
+) -> bool:
+    """Builds the listings unless exactly these are there already; True when built."""
+    if _already_built(count, generation):
+        return False
     rng = random.Random(seed)
     base = base_records[:BASE]
     texts = [
@@ -53,6 +56,20 @@ def build(
         )
         embeddings.write(f"{number}\t{generation}\t[{','.join(f'{x:.5f}' for x in vector)}]\n")
     _copy(listings, embeddings)
+    return True
+
+
+def _already_built(count: int, generation: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM ingestion_listing),"
+            " (SELECT count(*) FROM ingestion_listing_embedding WHERE generation_id = %s)",
+            [generation],
+        )
+        listings, embeddings = cursor.fetchone()
+    if listings and (listings, embeddings) != (count, count):
+        raise SystemExit(f"the database holds {listings} other listings: use a fresh --data-dir")
+    return listings == count
 
 
 def _clean(text: str) -> str:

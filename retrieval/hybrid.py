@@ -3,7 +3,8 @@ stage gets a smaller budget, and the outcome says truthfully how the answer was 
 
 Invariants:
 - an on-time vector result always enters fusion;
-- only complete hybrid rankings are cached;
+- only complete hybrid rankings are cached, written behind the response (a Redis round
+  trip the caller need not wait for; `writes_done()` waits for them);
 - when the caller goes away (cancellation of this coroutine, or the caller's own deadline
   passing first) both stages are cancelled, their SQL with them, and nothing is built;
 - with neither branch nor the cache in time, `NoAnswerError`: never an empty success.
@@ -114,6 +115,24 @@ def _start(coroutine: Any, name: str) -> "asyncio.Task[Any]":
     task = asyncio.create_task(coroutine, name=name)
     task.add_done_callback(_retrieve)
     return task
+
+
+# Cache writes still running, kept referenced until they finish.
+_writes: "set[asyncio.Task[None]]" = set()
+
+
+def _write_behind(coroutine: Any) -> None:
+    task = _start(coroutine, "cache-put")
+    _writes.add(task)
+    task.add_done_callback(_writes.discard)
+
+
+async def writes_done() -> None:
+    """Wait for the cache writes this event loop has started."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _writes if task.get_loop() is loop]
+    if mine:
+        await asyncio.wait(mine)
 
 
 def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
@@ -248,7 +267,7 @@ async def _hybrid(
         limit=query.k,
     )
     entry = CachedRanking(ranking, generation, time.time())
-    await deps.cache.put(cache_key(query, generation), entry)
+    _write_behind(deps.cache.put(cache_key(query, generation), entry))
     return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
 
 

@@ -2,32 +2,39 @@
 and spelling correction against the vocabulary of titles, venues and aliases.
 
 Bounded work: ranking every match of a common term was the tail (74 ms p99 at 100,000
-listings). The pool ranked here is deliberate, not arbitrary: up to TITLE_POOL listings
-whose *title* matches (the likeliest answers) plus up to POOL matches anywhere, ranked with
-ts_rank (1.3 µs per row against ts_rank_cd's 3.2). A server-side statement_timeout is the
-backstop if the plan ever goes wrong.
+listings). The pool ranked here is deliberate, not arbitrary: listings whose *title*
+matches come first (the likeliest answers), then matches anywhere, up to POOL in all,
+ranked with ts_rank (1.3 µs per row against ts_rank_cd's 3.2). The pool is one lazy
+`UNION ALL ... LIMIT`: when titles alone fill it, the whole-text index is never scanned,
+and each row is ranked where it is read, with no join back (together: p50 4.4 -> 2.6 ms,
+p99 17 -> 8.4 ms of server time at 100,000 listings). A server-side statement_timeout is
+the backstop if the plan ever goes wrong.
 """
 
 from psycopg import sql
 
-from retrieval.pg import connection, server_timeouts_as_stage_timeouts, timeout_setting
+from retrieval.pg import (
+    fetch_with_local_settings,
+    server_timeouts_as_stage_timeouts,
+    timeout_setting,
+)
 from retrieval.types import Candidate, Query
 
-TITLE_POOL = 1000
 POOL = 1000
 
 _SEARCH = """
 WITH q AS (SELECT {tsquery} AS tsq),
 pool AS (
-    (SELECT l.id FROM ingestion_listing l, q
-     WHERE l.title_vector @@ q.tsq AND l.status = 'active' LIMIT %(title_pool)s)
-    UNION
-    (SELECT l.id FROM ingestion_listing l, q
-     WHERE l.search_vector @@ q.tsq AND l.status = 'active' LIMIT %(pool)s)
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score FROM ingestion_listing l, q
+     WHERE l.title_vector @@ q.tsq AND l.status = 'active' LIMIT %(pool)s)
+    UNION ALL
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq) FROM ingestion_listing l, q
+     WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq AND l.status = 'active'
+     LIMIT %(pool)s)
+    LIMIT %(pool)s
 )
-SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score
-FROM pool JOIN ingestion_listing l ON l.id = pool.id, q
-ORDER BY score DESC, l.id
+SELECT id, score FROM pool
+ORDER BY score DESC, id
 LIMIT %(limit)s
 """
 
@@ -63,16 +70,13 @@ class PgLexicalIndex:
 
 
 async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
-    statement = sql.SQL(_SEARCH).format(tsquery=sql.SQL(tsquery))
-    params = {"text": text, "title_pool": TITLE_POOL, "pool": POOL, "limit": limit}
-    # One round trip: BEGIN, the local timeout, the search and COMMIT, pipelined.
-    async with connection(timeout_ms / 1000) as conn, conn.pipeline(), conn.transaction():
-        await conn.execute(
-            "SELECT set_config('statement_timeout', %s, true)", [timeout_setting(timeout_ms)]
-        )
-        cursor = await conn.execute(statement, params)
-        rows = await cursor.fetchall()
-    return [Candidate(row[0], float(row[1])) for row in rows]
+    rows = await fetch_with_local_settings(
+        sql.SQL(_SEARCH).format(tsquery=sql.SQL(tsquery)),
+        {"text": text, "pool": POOL, "limit": limit},
+        {"statement_timeout": timeout_setting(timeout_ms)},
+        timeout_ms / 1000,
+    )
+    return [Candidate(int(row[0]), float(row[1])) for row in rows]
 
 
 async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
@@ -81,12 +85,12 @@ async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
     terms = [t for t in terms if len(t) >= 3][:8]
     if not terms:
         return []
-    async with connection(timeout_ms / 1000) as conn, conn.pipeline(), conn.transaction():
-        await conn.execute(
-            "SELECT set_config('statement_timeout', %s, true)", [timeout_setting(timeout_ms)]
-        )
-        cursor = await conn.execute(_CORRECTIONS, {"terms": terms})
-        rows = await cursor.fetchall()
+    rows = await fetch_with_local_settings(
+        sql.SQL(_CORRECTIONS),
+        {"terms": terms},
+        {"statement_timeout": timeout_setting(timeout_ms)},
+        timeout_ms / 1000,
+    )
     # Each corrected word is quoted as one tsquery lexeme source, so nothing in it can act
     # as an operator.
-    return ["'" + word.replace("'", "''") + "'" for _, word in rows]
+    return ["'" + str(word).replace("'", "''") + "'" for _, word in rows]

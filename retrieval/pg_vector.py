@@ -13,7 +13,11 @@ from django.conf import settings
 from pgvector import Vector
 from psycopg import sql
 
-from retrieval.pg import connection, server_timeouts_as_stage_timeouts, timeout_setting
+from retrieval.pg import (
+    fetch_with_local_settings,
+    server_timeouts_as_stage_timeouts,
+    timeout_setting,
+)
 from retrieval.types import Candidate
 
 # The generation and the dimension are inlined as literals: only then can the planner match
@@ -38,22 +42,15 @@ class PgVectorIndex:
         statement = sql.SQL(_SEARCH).format(
             dims=sql.Literal(int(embedding.shape[0])), generation=sql.Literal(int(generation))
         )
-        # One round trip: BEGIN, the transaction-local settings, the search and COMMIT
-        # travel together in pipeline mode.
-        async with (
-            server_timeouts_as_stage_timeouts(),
-            connection(timeout_ms / 1000) as conn,
-            conn.pipeline(),
-            conn.transaction(),
-        ):
-            await conn.execute(
-                "SELECT set_config('statement_timeout', %s, true),"
-                " set_config('hnsw.ef_search', %s, true)",
-                [timeout_setting(timeout_ms), str(settings.SEARCH_HNSW_EF_SEARCH)],
+        async with server_timeouts_as_stage_timeouts():
+            rows = await fetch_with_local_settings(
+                statement,
+                {"embedding": Vector(embedding).to_text(), "limit": limit},
+                {
+                    "statement_timeout": timeout_setting(timeout_ms),
+                    "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
+                },
+                timeout_ms / 1000,
             )
-            cursor = await conn.execute(
-                statement, {"embedding": Vector(embedding).to_text(), "limit": limit}
-            )
-            rows = await cursor.fetchall()
         # Cosine distance to a similarity, so higher is better like every other score.
-        return [Candidate(row[0], 1.0 - float(row[1])) for row in rows]
+        return [Candidate(int(row[0]), 1.0 - float(row[1])) for row in rows]

@@ -10,6 +10,7 @@ from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
+from retrieval.loop_gate import LoopGate
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
@@ -51,6 +52,11 @@ def vector_breaker() -> SharedBreaker:
 
 
 @cache
+def vector_gate() -> LoopGate:
+    return LoopGate(vector_breaker())
+
+
+@cache
 def dependencies() -> Dependencies:
     return Dependencies(
         lexical=PgLexicalIndex(),
@@ -58,10 +64,19 @@ def dependencies() -> Dependencies:
         embedder=OnnxQueryEmbedder(),
         cache=RedisResultCache(),
         active_generation=active_generation,
-        breaker=vector_breaker(),
+        breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
         warm=schedule_warming,
     )
+
+
+def forget_wiring() -> None:
+    """Drop the per-process singletons (after a settings change, and between tests).
+    Outcomes already handed to the breaker's thread are recorded first."""
+    if vector_gate.cache_info().currsize:
+        vector_gate().flush()
+    for made in (dependencies, vector_gate, vector_breaker):
+        made.cache_clear()
 
 
 def warm_up() -> None:

@@ -20,8 +20,13 @@ Redis layout (`E` = epoch, `B` = bucket index):
 Invariant: the closed window never counts an outcome recorded before the breaker last
 closed, because closing starts a new epoch and counters are keyed by epoch.
 
-Hot path: `allow()` while closed is one GET; `record()` while closed is one pipelined round
-trip (GET, INCR + EXPIRE, MGET of the window) and no WATCH.
+Hot path: `record()` while closed is one pipelined round trip (GET, INCR + EXPIRE, MGET of
+the window) and no WATCH. `allow()` reads Redis only when what it last saw cannot answer:
+- closed, as read within `fresh_s`: allowed, no read. Another process's opening is seen
+  here within `fresh_s` (and at the next `record()`, which reads the state anyway);
+- open and still cooling down: refused, no read. Nothing can change during the cool-down
+  (the probe that could close it only starts after it), so this verdict is exact;
+- otherwise one GET, and the probe race (WATCH) when the cool-down is over.
 
 If Redis fails (any `redis.RedisError`), this process carries on with an in-memory breaker,
 starting from the last state it read, and tries Redis again every `redis_retry_s`. Nothing
@@ -106,6 +111,7 @@ class SharedBreaker:
         buckets: int = 10,
         redis_retry_s: float = 1.0,
         max_attempts: int = 5,
+        fresh_s: float = 0.1,
     ) -> None:
         # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
         # across processes.
@@ -121,9 +127,11 @@ class SharedBreaker:
         self._counter_ttl_s = math.ceil(policy.window_s + self._bucket_s) + 1
         self._redis_retry_s = redis_retry_s
         self._max_attempts = max_attempts
+        self._fresh_s = fresh_s
         self._lock = threading.Lock()
-        # The last document read and its parsed form, as one tuple so threads see a pair.
-        self._seen_cache: tuple[_Raw, _Shared] = (None, _Shared(Breaker()))
+        # The last document read, its parsed form and when it was read, as one tuple so
+        # threads see them together.
+        self._seen_cache: tuple[_Raw, _Shared, float] = (None, _Shared(Breaker()), -math.inf)
         # While Redis fails: this process's own breaker, and when to try Redis again.
         self._local: Breaker | None = None if redis_client is not None else Breaker()
         self._retry_redis_at = 0.0
@@ -137,6 +145,9 @@ class SharedBreaker:
         """Whether the vector stage may run now. After the cool-down, exactly one caller
         across all processes is let through as the half-open probe."""
         now = self._clock()
+        known = self._known_verdict(now)
+        if known is not None:
+            return known
         client = self._shared_client(now)
         if client is None:
             return self._allow_locally(now)
@@ -165,6 +176,10 @@ class SharedBreaker:
         except redis.RedisError as exc:
             self._fall_back(now, exc)
             self._record_locally(now, failed=failed)
+
+    def last_seen_state(self) -> State:
+        """The state as this process last knew it, without asking Redis."""
+        return self._local_breaker().state
 
     def state(self) -> State:
         now = self._clock()
@@ -203,12 +218,23 @@ class SharedBreaker:
         return self._seen_cache[1]
 
     def _seen(self, raw: _Raw) -> _Shared:
-        cached_raw, cached = self._seen_cache
-        if raw == cached_raw:
-            return cached
-        shared = _load(raw)
-        self._seen_cache = (raw, shared)
+        cached_raw, cached, _ = self._seen_cache
+        shared = cached if raw == cached_raw else _load(raw)
+        self._seen_cache = (raw, shared, self._clock())
         return shared
+
+    def _known_verdict(self, now: float) -> bool | None:
+        """`allow()`'s verdict when the last state seen settles it (see the module's
+        docstring); None when Redis must be asked."""
+        _, shared, seen_at = self._seen_cache
+        if self._local is not None:
+            return None
+        breaker = shared.breaker
+        if breaker.state == "closed":
+            return True if now - seen_at < self._fresh_s else None
+        if breaker.state == "open" and breaker.opened_at is not None:
+            return False if now - breaker.opened_at < self._policy.cooldown_s else None
+        return None
 
     def _record_shared(self, client: redis.Redis, now: float, *, failed: bool) -> None:
         epoch = self._last_seen.epoch  # as of this process's last read, usually allow()'s
@@ -259,7 +285,7 @@ class SharedBreaker:
                     pipe.execute()
                 except redis.WatchError:
                     continue
-            self._seen_cache = (document.encode(), changed)
+            self._seen_cache = (document.encode(), changed, self._clock())
             return result
         return None
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from retrieval import metrics
 from retrieval.cache import close_async_redis
 from retrieval.deadline import BudgetPolicy, plan_budgets
-from retrieval.hybrid import hybrid_search
+from retrieval.hybrid import hybrid_search, writes_done
 from retrieval.pg import close_pools
 from retrieval.service import dependencies
 from retrieval.types import Mode, Query
@@ -63,5 +63,6 @@ async def _search(query: Query) -> Mode:
     try:
         return (await hybrid_search(query, budgets, deps)).mode
     finally:
+        await writes_done()  # the result is what this task is for
         await close_pools()
         await close_async_redis()

@@ -87,8 +87,10 @@ async def _close_async_connections() -> AsyncIterator[None]:
     from django.db import connections
 
     from retrieval.cache import close_async_redis
+    from retrieval.hybrid import writes_done
     from retrieval.pg import close_pools
 
+    await writes_done()
     await close_pools()
     await close_async_redis()
     # Async views reach the ORM (request.auser()) in asgiref's worker thread, whose
@@ -107,7 +109,6 @@ def _fresh_search_state() -> Iterator[None]:
         keys = list(redis.scan_iter(pattern))
         if keys:
             redis.delete(*keys)
-    service.vector_breaker.cache_clear()
-    service.dependencies.cache_clear()
+    service.forget_wiring()
     service.forget_active_generation()
     return

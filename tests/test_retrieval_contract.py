@@ -8,7 +8,7 @@ import pytest
 
 from retrieval.cache import cache_key
 from retrieval.deadline import BudgetPolicy, plan_budgets
-from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search
+from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
 from retrieval.types import CachedRanking, Mode, Query, Reason
 from tests.retrieval_fakes import (
     FixedLexical,
@@ -55,7 +55,31 @@ async def test_an_on_time_vector_result_is_fused_deterministically_and_cached() 
         1: {"lexical"},
         7: {"vector"},
     }
+    await writes_done()  # the cache write is behind the response
     assert cache.entries[cache_key(QUERY, 1)].ranking == [2, 3, 1, 7]
+
+
+class HeldCache(MemoryCache):
+    """A cache whose writes wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def put(self, key: str, ranking: CachedRanking) -> None:
+        await self.release.wait()
+        await super().put(key, ranking)
+
+
+async def test_the_answer_does_not_wait_for_the_cache_write() -> None:
+    cache = HeldCache()
+    deps = dependencies(FixedLexical([3, 1]), FixedVector([2]), cache=cache)
+    outcome = await hybrid_search(QUERY, BUDGETS, deps)  # would hang if the put were awaited
+    assert outcome.mode == Mode.HYBRID
+    assert cache.entries == {}
+    cache.release.set()
+    await writes_done()
+    assert cache.entries[cache_key(QUERY, 1)].ranking == outcome.ranking
 
 
 async def test_parent_cancellation_stops_both_stages_and_builds_nothing() -> None:
@@ -70,6 +94,7 @@ async def test_parent_cancellation_stops_both_stages_and_builds_nothing() -> Non
         await search
     await asyncio.wait_for(lexical.probe.cancelled.wait(), 1)
     await asyncio.wait_for(vector.probe.cancelled.wait(), 1)
+    await writes_done()
     assert warm.keys == []
     assert cache.puts == 0
 
@@ -82,6 +107,7 @@ async def test_a_cached_ranking_is_preferred_and_fresh_lexical_hits_are_merged()
     assert outcome.mode == Mode.CACHE_FALLBACK
     assert outcome.ranking == [5, 8, 6]
     assert outcome.cache_age_s is not None
+    await writes_done()
     assert cache.puts == 0  # a degraded result is never cached as complete
 
 

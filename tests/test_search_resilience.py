@@ -63,8 +63,7 @@ async def test_searches_still_answer_with_redis_stopped(
 ) -> None:
     await sync_to_async(valkey.start)(tmp_path)
     settings.REDIS_URL = valkey.url(tmp_path)  # type: ignore[attr-defined]
-    service.vector_breaker.cache_clear()
-    service.dependencies.cache_clear()
+    service.forget_wiring()
     await close_async_redis()
     try:
         assert (await _body(async_client, "jazz"))["mode"] == "hybrid"
@@ -74,8 +73,7 @@ async def test_searches_still_answer_with_redis_stopped(
         body = await _body(async_client, query)
         assert body["results"]
         assert body["mode"] in {"hybrid", "lexical_fallback"}
-    service.vector_breaker.cache_clear()
-    service.dependencies.cache_clear()
+    service.forget_wiring()
     await close_async_redis()
 
 

@@ -128,25 +128,63 @@ class CountingConnection(redis.UnixDomainSocketConnection):
         super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]  # unannotated in redis-py
 
 
-def test_the_closed_hot_path_costs_one_round_trip_per_call(
-    process: Callable[..., SharedBreaker],
-) -> None:
+def counting_round_trips(process: Callable[..., SharedBreaker]) -> SharedBreaker:
     pool = redis.ConnectionPool.from_url(settings.REDIS_URL, connection_class=CountingConnection)
     breaker = process(client=redis.Redis(connection_pool=pool))
-    breaker.allow()  # connects (and says hello) first
+    breaker.window()  # connects (and says hello) first
+    return breaker
 
-    def round_trips(call: Callable[[], object]) -> int:
-        before = CountingConnection.sent
-        call()
-        return CountingConnection.sent - before
 
+def stale(clock: FakeClock) -> None:
+    """Past the freshness of what a breaker last read."""
+    clock.advance(1)
+
+
+def round_trips(call: Callable[[], object]) -> int:
+    before = CountingConnection.sent
+    call()
+    return CountingConnection.sent - before
+
+
+def test_the_closed_hot_path_costs_one_round_trip_per_call(
+    process: Callable[..., SharedBreaker], clock: FakeClock
+) -> None:
+    breaker = counting_round_trips(process)
+    stale(clock)
     assert round_trips(breaker.allow) == 1
     assert round_trips(lambda: breaker.record(failed=False)) == 1
     assert round_trips(lambda: breaker.record(failed=True)) == 1
     # The outcome that opens it adds the transition: WATCH, GET, then MULTI/SET/EXEC at once.
     assert round_trips(lambda: breaker.record(failed=True)) == 1 + 3
     assert breaker.state() == "open"
-    assert round_trips(breaker.allow) == 1  # open and cooling down: a GET, no write
+
+
+def test_allow_answers_from_a_fresh_closed_read_without_a_round_trip(
+    process: Callable[..., SharedBreaker], clock: FakeClock
+) -> None:
+    breaker, other = counting_round_trips(process), process()
+    stale(clock)
+    assert round_trips(breaker.allow) == 1
+    clock.advance(0.05)
+    assert round_trips(breaker.allow) == 0  # read 50 ms ago: still fresh
+    _fail(other, 3)  # another process opens it: seen here once the read is stale
+    assert breaker.allow()
+    clock.advance(0.06)
+    assert round_trips(breaker.allow) == 1
+    assert not breaker.allow()
+
+
+def test_allow_refuses_during_the_cooldown_without_a_round_trip(
+    process: Callable[..., SharedBreaker], clock: FakeClock
+) -> None:
+    breaker = counting_round_trips(process)
+    _fail(breaker, 3)
+    assert breaker.state() == "open"
+    clock.advance(POLICY.cooldown_s - 1)
+    assert round_trips(breaker.allow) == 0  # nothing can change before the cool-down ends
+    assert not breaker.allow()
+    clock.advance(1)
+    assert breaker.allow()  # the probe: decided in Redis, against the other processes
 
 
 def test_one_process_opening_it_is_seen_open_by_another(
@@ -318,9 +356,9 @@ def test_during_an_outage_it_starts_from_the_last_state_it_read(
     assert not breaker.allow()
     with redis_outage(client):
         assert not breaker.allow()  # still open: it does not hammer a failing stage
-        assert not breaker.shared
         clock.advance(POLICY.cooldown_s)
-        assert breaker.allow()
+        assert breaker.allow()  # Redis is needed for the probe, and fails: locally, then
+        assert not breaker.shared
         breaker.record(failed=False)
         assert breaker.state() == "closed"
     assert process().state() == "open"  # a local verdict is never pushed to the others

