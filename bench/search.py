@@ -118,7 +118,11 @@ def free_port() -> int:
 
 
 def http(qs: list[str]) -> list[float]:
+    import logging
+
     import httpx
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
 
     from searchsite.supervisor import web_argv
 
@@ -195,14 +199,16 @@ class _AlwaysClosed:
 
 
 async def _idle_after(observer: object, holder_pid: int, expiry: float) -> float:
-    """Poll until no statement on the embeddings table is active (after the budget)."""
+    """Poll until no vector statement is active (after the budget)."""
+    from retrieval.pg import VECTOR_TAG
+
     seen_active = False
     while True:
         cursor = await observer.execute(  # type: ignore[attr-defined]
             "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
             " AND pid NOT IN (pg_backend_pid(), %s)"
-            " AND query LIKE '%%ingestion_listing_embedding%%'",
-            [holder_pid],
+            " AND query LIKE %s",
+            [holder_pid, f"/* {VECTOR_TAG} */%"],
         )
         active = (await cursor.fetchone())[0]
         now = time.perf_counter()

@@ -147,7 +147,7 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
     limit = query.k * CANDIDATES_PER_RESULT
     timings = StageTimings()
     lexical_task = _start(deps.lexical.search(query, limit, budgets.lexical_ms), "lexical")
-    _time_stage(lexical_task, timings, "lexical_ms", deps.clock, started)
+    _time_stage(lexical_task, timings, "lexical", deps.clock, started)
     reasons: list[Reason] = []
     vector_task: asyncio.Task[list[Candidate]] | None = None
     stage: _VectorStage | None = None
@@ -167,7 +167,7 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
             vector_task = _start(stage.run(vector_deadline), "vector")
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
-            _time_stage(vector_task, timings, "vector_ms", deps.clock, started)
+            _time_stage(vector_task, timings, "vector", deps.clock, started)
             metrics.VECTOR_ELIGIBLE.inc()
         vector = await _vector_result(vector_task, stage, budgets, deps, reasons, started)
         lexical = await _lexical_result(lexical_task, lexical_deadline, reasons)
@@ -189,15 +189,20 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
 def _time_stage(
     task: "asyncio.Task[Any]",
     timings: StageTimings,
-    name: str,
+    stage: str,
     clock: Callable[[], float],
     started: float,
 ) -> None:
-    """Record how long a stage took, when it finished rather than was abandoned."""
+    """Count a stage in flight while it runs; when it finishes rather than is abandoned,
+    record how long it took."""
+    metrics.IN_FLIGHT.labels(stage=stage).inc()
 
     def done(finished: "asyncio.Task[Any]") -> None:
+        metrics.IN_FLIGHT.labels(stage=stage).dec()
         if not finished.cancelled():
-            setattr(timings, name, (clock() - started) * 1000)
+            elapsed_s = clock() - started
+            setattr(timings, f"{stage}_ms", elapsed_s * 1000)
+            metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_s)
 
     task.add_done_callback(done)
 
@@ -234,7 +239,6 @@ async def _vector_result(
         return None
     used_ms = (deps.clock() - started) * 1000
     metrics.VECTOR_REMAINING.observe(max(0.0, budgets.vector_ms - used_ms) / 1000)
-    metrics.STAGE_SECONDS.labels(stage="vector").observe(used_ms / 1000)
     deps.breaker.record(failed=False)
     return task.result()
 

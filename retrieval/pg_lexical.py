@@ -14,6 +14,7 @@ the backstop if the plan ever goes wrong.
 from psycopg import sql
 
 from retrieval.pg import (
+    LEXICAL_TAG,
     fetch_with_local_settings,
     server_timeouts_as_stage_timeouts,
     timeout_setting,
@@ -71,6 +72,7 @@ class PgLexicalIndex:
 
 async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
     rows = await fetch_with_local_settings(
+        LEXICAL_TAG,
         sql.SQL(_SEARCH).format(tsquery=sql.SQL(tsquery)),
         {"text": text, "pool": POOL, "limit": limit},
         {"statement_timeout": timeout_setting(timeout_ms)},
@@ -86,6 +88,7 @@ async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
     if not terms:
         return []
     rows = await fetch_with_local_settings(
+        LEXICAL_TAG,
         sql.SQL(_CORRECTIONS),
         {"terms": terms},
         {"statement_timeout": timeout_setting(timeout_ms)},

@@ -14,6 +14,7 @@ from pgvector import Vector
 from psycopg import sql
 
 from retrieval.pg import (
+    VECTOR_TAG,
     fetch_with_local_settings,
     server_timeouts_as_stage_timeouts,
     timeout_setting,
@@ -44,6 +45,7 @@ class PgVectorIndex:
         )
         async with server_timeouts_as_stage_timeouts():
             rows = await fetch_with_local_settings(
+                VECTOR_TAG,
                 statement,
                 {"embedding": Vector(embedding).to_text(), "limit": limit},
                 {

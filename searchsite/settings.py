@@ -44,16 +44,18 @@ INSTALLED_APPS = [
     "retrieval",
 ]
 
+# Django's and django-prometheus's own middleware, run on the event loop for async
+# requests instead of one thread hop per hook (see searchsite/middleware.py).
 MIDDLEWARE = [
-    "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "searchsite.middleware.PrometheusBeforeMiddleware",
+    "searchsite.middleware.SecurityMiddleware",
+    "searchsite.middleware.SessionMiddleware",
+    "searchsite.middleware.CommonMiddleware",
+    "searchsite.middleware.CsrfViewMiddleware",
+    "searchsite.middleware.AuthenticationMiddleware",
+    "searchsite.middleware.MessageMiddleware",
+    "searchsite.middleware.XFrameOptionsMiddleware",
+    "searchsite.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "searchsite.urls"

@@ -112,3 +112,14 @@ def _fresh_search_state() -> Iterator[None]:
     service.forget_wiring()
     service.forget_active_generation()
     return
+
+
+@pytest.fixture
+def indexed_listings() -> Iterator[None]:
+    """The search fixtures' listings, indexed and embedded with the real model."""
+    from retrieval import service
+    from tests.search_fixtures import index_listings
+
+    index_listings()
+    yield
+    service.forget_active_generation()

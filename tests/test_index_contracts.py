@@ -22,6 +22,7 @@ from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
 from retrieval import pg_lexical
 from retrieval.cache import RedisResultCache, close_async_redis
+from retrieval.pg import LEXICAL_TAG, VECTOR_TAG
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.protocols import ResultCache
@@ -154,26 +155,30 @@ async def lock(test_database_url: str) -> AsyncIterator[Callable[[str], Awaitabl
     await holder.close()
 
 
-async def _stage(kind: str) -> tuple[str, Search]:
-    """The table a stage reads and a search of it with a given server-side timeout."""
+async def _stage(kind: str) -> tuple[str, str, Search]:
+    """The table a stage reads, the tag of its statements, and a search with a given
+    server-side timeout."""
     if kind == "lexical":
         await _listings(descriptions_only=1, in_titles=1)
-        return "ingestion_listing", lambda timeout_ms: PgLexicalIndex().search(
-            FESTIVAL, 5, timeout_ms
+        return (
+            "ingestion_listing",
+            LEXICAL_TAG,
+            lambda timeout_ms: PgLexicalIndex().search(FESTIVAL, 5, timeout_ms),
         )
     first, _ = await _embedded(3)
-    return "ingestion_listing_embedding", lambda timeout_ms: PgVectorIndex().search(
-        _unit(1), first, 5, timeout_ms
+    return (
+        "ingestion_listing_embedding",
+        VECTOR_TAG,
+        lambda timeout_ms: PgVectorIndex().search(_unit(1), first, 5, timeout_ms),
     )
 
 
-async def _running(url: str, table: str) -> int:
+async def _running(url: str, tag: str) -> int:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
         cursor = await observer.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s"
-            " AND query NOT LIKE 'LOCK TABLE%%'",
-            [f"%{table}%"],
+            " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s",
+            [f"/* {tag} */%"],
         )
         row = await cursor.fetchone()
     return int(row[0]) if row else 0
@@ -183,36 +188,36 @@ async def _running(url: str, table: str) -> int:
 async def test_a_search_waiting_on_a_lock_ends_at_its_server_side_timeout(
     kind: str, lock: Callable[[str], Awaitable[None]], test_database_url: str
 ) -> None:
-    table, search = await _stage(kind)
+    table, tag, search = await _stage(kind)
     await search(1000)  # the pool's connections exist before the clock starts
     await lock(table)
     started = asyncio.get_running_loop().time()
     with pytest.raises(StageTimeoutError):
         await asyncio.wait_for(search(50), 5)  # TimeoutError instead if the server waits on
     assert asyncio.get_running_loop().time() - started < 1.0
-    assert await _running(test_database_url, table) == 0
+    assert await _running(test_database_url, tag) == 0
 
 
 @pytest.mark.parametrize("kind", ["lexical", "vector"])
 async def test_a_cancelled_search_leaves_nothing_running(
     kind: str, lock: Callable[[str], Awaitable[None]], test_database_url: str
 ) -> None:
-    table, search = await _stage(kind)
+    table, tag, search = await _stage(kind)
     await lock(table)
     task = asyncio.create_task(search(60_000))
-    await _until(lambda n: n == 1, test_database_url, table, "the search to wait on the lock")
+    await _until(lambda n: n == 1, test_database_url, tag, "the search to wait on the lock")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     # The lock is still held: only a cancel that reached the server ends the statement.
-    await _until(lambda n: n == 0, test_database_url, table, "the statement to end")
+    await _until(lambda n: n == 0, test_database_url, tag, "the statement to end")
 
 
-async def _until(wanted: Callable[[int], bool], url: str, table: str, what: str) -> None:
+async def _until(wanted: Callable[[int], bool], url: str, tag: str, what: str) -> None:
     """Poll pg_stat_activity for a state another backend brings about, for at most 10 s."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10
-    while not wanted(await _running(url, table)):
+    while not wanted(await _running(url, tag)):
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)
 

@@ -5,6 +5,7 @@ cancellation ends; budgets are small, so a timeout is the stage's own budget run
 import asyncio
 
 import pytest
+from prometheus_client import REGISTRY
 
 from retrieval.cache import cache_key
 from retrieval.deadline import BudgetPolicy, plan_budgets
@@ -192,3 +193,20 @@ async def test_a_server_side_timeout_counts_as_a_vector_timeout() -> None:
     outcome = await hybrid_search(QUERY, BUDGETS, deps)
     assert outcome.reasons == [Reason.VECTOR_TIMEOUT]
     assert warm.keys == [cache_key(QUERY, 1)]
+
+
+def _sample(name: str, stage: str) -> float:
+    return REGISTRY.get_sample_value(name, {"stage": stage}) or 0.0
+
+
+async def test_stages_are_counted_in_flight_while_they_run_and_timed_when_they_finish() -> None:
+    lexical, vector = FixedLexical([1]), FixedVector([2], stall=True)
+    in_flight = _sample("retrieval_in_flight", "vector")
+    timed = _sample("retrieval_stage_seconds_count", "lexical")
+    search = asyncio.create_task(hybrid_search(QUERY, BUDGETS, dependencies(lexical, vector)))
+    await vector.probe.started.wait()
+    assert _sample("retrieval_in_flight", "vector") == in_flight + 1
+    assert (await search).mode == Mode.LEXICAL_FALLBACK
+    await asyncio.wait_for(vector.probe.cancelled.wait(), 1)
+    assert _sample("retrieval_in_flight", "vector") == in_flight
+    assert _sample("retrieval_stage_seconds_count", "lexical") == timed + 1

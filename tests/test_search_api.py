@@ -1,23 +1,14 @@
 """The search API end to end on real Postgres, pgvector, Valkey and the real model."""
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from retrieval import service, vocabulary
-from tests.search_fixtures import index_listings
+from retrieval import vocabulary
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def listings() -> Iterator[None]:
-    index_listings()
-    yield
-    service.forget_active_generation()
 
 
 async def _search(client: AsyncClient, **params: str) -> dict:
@@ -26,7 +17,9 @@ async def _search(client: AsyncClient, **params: str) -> dict:
     return json.loads(response.content)
 
 
-async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, listings: None) -> None:
+async def test_a_search_is_hybrid_and_says_so(
+    async_client: AsyncClient, indexed_listings: None
+) -> None:
     body = await _search(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
     assert body["degraded"] is False
@@ -38,7 +31,9 @@ async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, listing
     assert "<mark>" in first["snippet"] or first["snippet"]
 
 
-async def test_meaning_finds_what_words_do_not(async_client: AsyncClient, listings: None) -> None:
+async def test_meaning_finds_what_words_do_not(
+    async_client: AsyncClient, indexed_listings: None
+) -> None:
     body = await _search(async_client, q="learn to make bread", timeout_ms="2000")
     assert body["results"][0]["title"] == "Sourdough baking class"
 
@@ -58,14 +53,14 @@ async def test_bad_queries_get_a_clear_400(async_client: AsyncClient, q: str, me
     ['"unbalanced', "jazz & | ! <-> :*", "'; DROP TABLE ingestion_listing; --", "-jazz or"],
 )
 async def test_hostile_queries_get_a_normal_answer(
-    async_client: AsyncClient, listings: None, q: str
+    async_client: AsyncClient, indexed_listings: None, q: str
 ) -> None:
     body = await _search(async_client, q=q, timeout_ms="2000")
     assert body["mode"] in {"hybrid", "lexical_fallback", "cache_fallback"}
 
 
 async def test_a_misspelt_title_is_corrected_from_the_vocabulary(
-    async_client: AsyncClient, listings: None
+    async_client: AsyncClient, indexed_listings: None
 ) -> None:
     await sync_to_async(vocabulary.refresh)()
 

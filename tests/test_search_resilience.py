@@ -6,7 +6,6 @@ import logging
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,8 @@ from hypothesis import strategies as st
 from retrieval import service
 from retrieval.cache import close_async_redis
 from searchsite.embedded import valkey
-from tests.search_fixtures import index_listings
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def indexed() -> Iterator[None]:
-    index_listings()
-    return
 
 
 async def _body(client: AsyncClient, q: str) -> dict:
@@ -38,7 +30,7 @@ async def _body(client: AsyncClient, q: str) -> dict:
 
 @pytest.mark.slow
 async def test_a_breaker_opened_in_another_process_is_open_here(
-    async_client: AsyncClient, indexed: None, child_env: dict[str, str]
+    async_client: AsyncClient, indexed_listings: None, child_env: dict[str, str]
 ) -> None:
     script = (
         "import django; django.setup()\n"
@@ -59,7 +51,7 @@ async def test_a_breaker_opened_in_another_process_is_open_here(
 
 @pytest.mark.slow
 async def test_searches_still_answer_with_redis_stopped(
-    async_client: AsyncClient, indexed: None, settings: object, tmp_path: Path
+    async_client: AsyncClient, indexed_listings: None, settings: object, tmp_path: Path
 ) -> None:
     await sync_to_async(valkey.start)(tmp_path)
     settings.REDIS_URL = valkey.url(tmp_path)  # type: ignore[attr-defined]
@@ -78,7 +70,7 @@ async def test_searches_still_answer_with_redis_stopped(
 
 
 async def test_query_text_reaches_neither_metrics_nor_logs(
-    async_client: AsyncClient, indexed: None, caplog: pytest.LogCaptureFixture
+    async_client: AsyncClient, indexed_listings: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = f"zq{uuid.uuid4().hex}"
     caplog.set_level(logging.DEBUG)

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import AsyncClient
 
+from retrieval.pg import VECTOR_TAG
 from tests.search_fixtures import index_listings
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,8 +40,8 @@ async def _vector_statements_running(observer: psycopg.AsyncConnection, holder_p
     cursor = await observer.execute(
         "SELECT count(*) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), %s)"
-        " AND state = 'active' AND query ILIKE '%%ingestion_listing_embedding%%'",
-        [holder_pid],
+        " AND state = 'active' AND query LIKE %s",
+        [holder_pid, f"/* {VECTOR_TAG} */%"],
     )
     row = await cursor.fetchone()
     return int(row[0]) if row else 0

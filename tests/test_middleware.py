@@ -1,0 +1,51 @@
+"""The stock middleware run on the event loop (searchsite/middleware.py): an anonymous search
+sends no hook to Django's sync thread, and the hooks that write still do, so a login made
+over ASGI is saved and a staff member's next search shows its stage timings."""
+
+import json
+
+import pytest
+from asgiref import sync
+from django.contrib.auth.models import User
+from django.test import AsyncClient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions sent to a thread through asgiref's sync_to_async."""
+    sent: list[str] = []
+    original = sync.SyncToAsync.__init__
+
+    def recording(self: sync.SyncToAsync, func: object, *args: object, **kwargs: object) -> None:
+        sent.append(getattr(func, "__qualname__", repr(func)))
+        original(self, func, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sync.SyncToAsync, "__init__", recording)
+    return sent
+
+
+async def test_an_anonymous_search_sends_no_middleware_hook_to_a_thread(
+    async_client: AsyncClient, indexed_listings: None, hops: list[str]
+) -> None:
+    await async_client.get("/api/search", {"q": "organ"})  # the handler loads its chain
+    hops.clear()
+    response = await async_client.get("/api/search", {"q": "jazz"})
+    assert response.status_code == 200
+    assert hops, "nothing recorded: the probe is broken"  # Django's own signals still hop
+    assert [h for h in hops if h.endswith((".process_request", ".process_response"))] == []
+
+
+async def test_a_login_over_asgi_is_saved_and_staff_see_stage_timings(
+    async_client: AsyncClient, indexed_listings: None
+) -> None:
+    await User.objects.acreate_superuser("editor", "editor@example.org", "a long passphrase")
+    login = await async_client.post(
+        "/admin/login/", {"username": "editor", "password": "a long passphrase"}
+    )
+    assert login.status_code == 302, login.content  # the session was saved, in a thread
+    body = json.loads((await async_client.get("/api/search", {"q": "jazz"})).content)
+    assert {"lexical_ms", "total_ms"} <= body["timings_ms"].keys()
+    anonymous = json.loads((await AsyncClient().get("/api/search", {"q": "jazz"})).content)
+    assert "timings_ms" not in anonymous
