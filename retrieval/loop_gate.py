@@ -1,18 +1,18 @@
 """The vector breaker as the event loop calls it.
 
-`SharedBreaker.record()` is a Redis round trip (0.5 ms here, up to the client's timeout
-while Redis struggles); made on the event loop, it held up every other search of the
-process. Outcomes are therefore handed to one background thread, in order, and the search
-goes on. `allow()` stays synchronous: it usually needs no round trip at all (see
-`SharedBreaker`), and its verdict is needed before the vector stage starts.
+Recording an outcome is a Redis round trip (0.5 ms here, up to the client's timeout while
+Redis struggles); made on the event loop, it held up every other search of the process.
+So `record()` only adds the outcome to two counters, and one background thread hands
+what has gathered to the breaker in one call (`SharedBreaker.record_outcomes`): one round
+trip at a time, however many searches finish meanwhile. Nothing queues up without bound
+and nothing is dropped: while Redis is slow, outcomes just gather into the next call.
 
-Bounded: at most `max_pending` outcomes wait for the thread. Beyond that (Redis far slower
-than the traffic) an outcome is dropped and counted, rather than queued without end.
+`allow()` stays synchronous: it usually needs no round trip at all (see
+`SharedBreaker`), and its verdict is needed before the vector stage starts.
 """
 
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from retrieval import metrics
@@ -24,16 +24,19 @@ logger = logging.getLogger(__name__)
 class Breaker(Protocol):  # retrieval.vector_breaker.SharedBreaker
     def allow(self) -> bool: ...
 
-    def record(self, *, failed: bool) -> None: ...
+    def record_outcomes(self, calls: int, failures: int) -> None: ...
 
     def last_seen_state(self) -> State: ...
 
 
 class LoopGate:
-    def __init__(self, breaker: Breaker, *, max_pending: int = 1000) -> None:
+    def __init__(self, breaker: Breaker) -> None:
         self.breaker = breaker
-        self._slots = threading.BoundedSemaphore(max_pending)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-breaker")
+        self._changed = threading.Condition()
+        self._calls = self._failures = 0  # gathered, not yet handed over
+        self._recording = False
+        self._closed = False
+        threading.Thread(target=self._hand_over, name="vector-breaker", daemon=True).start()
 
     def allow(self) -> bool:
         allowed = self.breaker.allow()
@@ -41,19 +44,37 @@ class LoopGate:
         return allowed
 
     def record(self, *, failed: bool) -> None:
-        if not self._slots.acquire(blocking=False):
-            metrics.BREAKER_OUTCOMES_DROPPED.inc()
-            return
-        recorded = self._thread.submit(self.breaker.record, failed=failed)
-        recorded.add_done_callback(self._recorded)
+        with self._changed:
+            self._calls += 1
+            self._failures += int(failed)
+            self._changed.notify_all()
 
     def flush(self) -> None:
-        """Wait until every outcome handed over so far is recorded."""
-        self._thread.submit(lambda: None).result()
+        """Wait until every outcome recorded so far is handed to the breaker."""
+        with self._changed:
+            self._changed.wait_for(lambda: not (self._calls or self._recording))
 
-    def _recorded(self, recorded: "Future[None]") -> None:
-        self._slots.release()
-        if recorded.exception() is not None:  # SharedBreaker absorbs Redis errors itself
-            logger.error(
-                "vector breaker: recording an outcome failed", exc_info=recorded.exception()
-            )
+    def close(self) -> None:
+        """Hand over what has gathered, then stop the thread."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self.flush()
+
+    def _hand_over(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._calls or self._closed)
+                if not self._calls:
+                    return
+                calls, failures = self._calls, self._failures
+                self._calls = self._failures = 0
+                self._recording = True
+            try:
+                self.breaker.record_outcomes(calls, failures)
+            except Exception:  # SharedBreaker absorbs Redis errors; anything else is a bug
+                logger.exception("vector breaker: recording %d outcomes failed", calls)
+            finally:
+                with self._changed:
+                    self._recording = False
+                    self._changed.notify_all()

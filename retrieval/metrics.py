@@ -68,8 +68,4 @@ BREAKER_STATE = Gauge(
     "1 when this process sees the vector breaker open or half-open",
     multiprocess_mode="max",
 )
-BREAKER_OUTCOMES_DROPPED = Counter(
-    "retrieval_vector_breaker_outcomes_dropped",
-    "Vector-stage outcomes not recorded in the breaker because too many were waiting",
-)
 WARMING = Counter("retrieval_cache_warming", "Cache warming", ["event"])

@@ -11,10 +11,11 @@ import re
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
-from psycopg import AsyncClientCursor, AsyncConnection, sql
+from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
@@ -86,7 +87,7 @@ VECTOR_TAG = "searchsite:vector"
 
 async def fetch_with_local_settings(
     tag: str,
-    statement: sql.Composable,
+    statement: str,
     params: dict[str, object],
     local: dict[str, str],
     timeout_s: float,
@@ -105,24 +106,25 @@ async def fetch_with_local_settings(
     fills pg_stat_activity's first kilobyte (track_activity_query_size) before the table
     is named, and operators still need to tell a search's statements apart.
     """
-    if not re.fullmatch(r"[a-z:_-]+", tag):
-        raise ValueError(f"not a statement tag: {tag!r}")
-    names = {f"_local_{i}": (name, value) for i, (name, value) in enumerate(local.items())}
-    setters = sql.SQL(", ").join(
-        sql.SQL("set_config({}, {}, true)").format(
-            sql.Placeholder(f"{key}_name"), sql.Placeholder(f"{key}_value")
-        )
-        for key in names
-    )
     bound = dict(params)
-    for key, (name, value) in names.items():
-        bound[f"{key}_name"], bound[f"{key}_value"] = name, value
+    for number, (name, value) in enumerate(local.items()):
+        bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
     async with connection(timeout_s) as conn:
         cursor = AsyncClientCursor(conn)
-        text = sql.SQL("/* {} */ SELECT {}; {}").format(sql.SQL(tag), setters, statement)
-        await cursor.execute(text, bound)
+        await cursor.execute(_message(tag, statement, len(local)), bound)
         cursor.nextset()  # past the settings' own row
         return await cursor.fetchall()
+
+
+@lru_cache(maxsize=64)
+def _message(tag: str, statement: str, settings: int) -> str:
+    """The same few texts every time, so psycopg's parse of their placeholders is cached."""
+    if not re.fullmatch(r"[a-z:_-]+", tag):
+        raise ValueError(f"not a statement tag: {tag!r}")
+    setters = ", ".join(
+        f"set_config(%(_local_{n}_name)s, %(_local_{n}_value)s, true)" for n in range(settings)
+    )
+    return f"/* {tag} */ SELECT {setters}; {statement}"
 
 
 @asynccontextmanager

@@ -11,8 +11,6 @@ p99 17 -> 8.4 ms of server time at 100,000 listings). A server-side statement_ti
 the backstop if the plan ever goes wrong.
 """
 
-from psycopg import sql
-
 from retrieval.pg import (
     LEXICAL_TAG,
     fetch_with_local_settings,
@@ -73,7 +71,7 @@ class PgLexicalIndex:
 async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
     rows = await fetch_with_local_settings(
         LEXICAL_TAG,
-        sql.SQL(_SEARCH).format(tsquery=sql.SQL(tsquery)),
+        _SEARCH.format(tsquery=tsquery),
         {"text": text, "pool": POOL, "limit": limit},
         {"statement_timeout": timeout_setting(timeout_ms)},
         timeout_ms / 1000,
@@ -89,7 +87,7 @@ async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
         return []
     rows = await fetch_with_local_settings(
         LEXICAL_TAG,
-        sql.SQL(_CORRECTIONS),
+        _CORRECTIONS,
         {"terms": terms},
         {"statement_timeout": timeout_setting(timeout_ms)},
         timeout_ms / 1000,

@@ -11,7 +11,6 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 from pgvector import Vector
-from psycopg import sql
 
 from retrieval.pg import (
     VECTOR_TAG,
@@ -40,9 +39,7 @@ class PgVectorIndex:
         limit: int,
         timeout_ms: float,
     ) -> list[Candidate]:
-        statement = sql.SQL(_SEARCH).format(
-            dims=sql.Literal(int(embedding.shape[0])), generation=sql.Literal(int(generation))
-        )
+        statement = _SEARCH.format(dims=int(embedding.shape[0]), generation=int(generation))
         async with server_timeouts_as_stage_timeouts():
             rows = await fetch_with_local_settings(
                 VECTOR_TAG,

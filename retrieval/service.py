@@ -62,7 +62,7 @@ def dependencies() -> Dependencies:
         lexical=PgLexicalIndex(),
         vector=PgVectorIndex(),
         embedder=OnnxQueryEmbedder(),
-        cache=RedisResultCache(),
+        cache=RedisResultCache(settings.SEARCH_CACHE_REWRITE_S),
         active_generation=active_generation,
         breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
@@ -72,9 +72,9 @@ def dependencies() -> Dependencies:
 
 def forget_wiring() -> None:
     """Drop the per-process singletons (after a settings change, and between tests).
-    Outcomes already handed to the breaker's thread are recorded first."""
+    Outcomes already given to the breaker are recorded first."""
     if vector_gate.cache_info().currsize:
-        vector_gate().flush()
+        vector_gate().close()
     for made in (dependencies, vector_gate, vector_breaker):
         made.cache_clear()
 

@@ -166,16 +166,23 @@ class SharedBreaker:
 
     def record(self, *, failed: bool) -> None:
         """Fold one call's outcome in; the caller records a slow call as failed."""
+        self.record_outcomes(1, int(failed))
+
+    def record_outcomes(self, calls: int, failures: int) -> None:
+        """Fold in the outcomes of `calls` calls, `failures` of them failed, in one round
+        trip however many. A half-open breaker's probe counts as failed if any did."""
+        if calls < 1 or not 0 <= failures <= calls:
+            raise ValueError(f"{failures} failures of {calls} calls")
         now = self._clock()
         client = self._shared_client(now)
         if client is None:
-            self._record_locally(now, failed=failed)
+            self._record_locally(now, calls, failures)
             return
         try:
-            self._record_shared(client, now, failed=failed)
+            self._record_shared(client, now, calls, failures)
         except redis.RedisError as exc:
             self._fall_back(now, exc)
-            self._record_locally(now, failed=failed)
+            self._record_locally(now, calls, failures)
 
     def last_seen_state(self) -> State:
         """The state as this process last knew it, without asking Redis."""
@@ -236,31 +243,35 @@ class SharedBreaker:
             return False if now - breaker.opened_at < self._policy.cooldown_s else None
         return None
 
-    def _record_shared(self, client: redis.Redis, now: float, *, failed: bool) -> None:
+    def _record_shared(self, client: redis.Redis, now: float, calls: int, failures: int) -> None:
         epoch = self._last_seen.epoch  # as of this process's last read, usually allow()'s
-        current, calls, failures = self._count(client, now, epoch, failed=failed)
+        current, in_window, failed_in_window = self._count(client, now, epoch, calls, failures)
         if current.breaker.state == "closed" and current.epoch != epoch:
             # It closed again since this process last looked: count in the current window.
             epoch = current.epoch
-            current, calls, failures = self._count(client, now, epoch, failed=failed)
+            current, in_window, failed_in_window = self._count(client, now, epoch, calls, failures)
         if current.breaker.state == "half_open":
+            failed = failures > 0
             self._update(client, lambda shared: self._settle_probe(shared, now, failed=failed))
-        elif current.breaker.state == "closed" and window_trips(calls, failures, self._policy):
+        elif current.breaker.state == "closed" and window_trips(
+            in_window, failed_in_window, self._policy
+        ):
             self._update(client, lambda shared: self._trip(shared, epoch, now))
         # Open: a straggler that started before it opened. Its counts land in an epoch that
         # closing leaves behind, so they never count.
 
     def _count(
-        self, client: redis.Redis, now: float, epoch: int, *, failed: bool
+        self, client: redis.Redis, now: float, epoch: int, calls: int, failures: int
     ) -> tuple[_Shared, int, int]:
-        """Add one outcome to its bucket and read the state and window, in one round trip."""
+        """Add outcomes to their bucket and read the state and window, in one round trip."""
         bucket = self._bucket(now)
         with client.pipeline(transaction=False) as pipe:
             pipe.get(self._key)
             calls_key, failures_key = self._counter_keys(epoch, bucket)
-            for counter in (calls_key, failures_key) if failed else (calls_key,):
-                pipe.incr(counter)
-                pipe.expire(counter, self._counter_ttl_s)
+            for counter, added in ((calls_key, calls), (failures_key, failures)):
+                if added:
+                    pipe.incrby(counter, added)
+                    pipe.expire(counter, self._counter_ttl_s)
             pipe.mget(self._window_keys(epoch, bucket))
             results = pipe.execute()
         calls, failures = _sums(results[-1], self._buckets)
@@ -356,10 +367,13 @@ class SharedBreaker:
                 self._local = breaker
         return allowed
 
-    def _record_locally(self, now: float, *, failed: bool) -> None:
+    def _record_locally(self, now: float, calls: int, failures: int) -> None:
         with self._lock:
-            if self._local is not None:
-                self._local = record(self._local, self._policy, now, failed=failed)
+            if self._local is None:
+                return
+            # Failures first: a half-open probe among them settles as failed, as shared.
+            for number in range(calls):
+                self._local = record(self._local, self._policy, now, failed=number < failures)
 
 
 def _sums(counts: list[_Raw], buckets: int) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import dataclasses
 from django.conf import settings
 
 from retrieval import metrics
-from retrieval.cache import close_async_redis
+from retrieval.cache import RedisResultCache, close_async_redis
 from retrieval.deadline import BudgetPolicy, plan_budgets
 from retrieval.hybrid import hybrid_search, writes_done
 from retrieval.pg import close_pools
@@ -50,7 +50,13 @@ def warm(key: str) -> str:
 
 async def _search(query: Query) -> Mode:
     gate = _AlwaysAllow()
-    deps = dataclasses.replace(dependencies(), breaker=gate, admission=gate, warm=_no_warming)
+    deps = dataclasses.replace(
+        dependencies(),
+        breaker=gate,
+        admission=gate,
+        warm=_no_warming,
+        cache=RedisResultCache(rewrite_after_s=0),  # writing the result is the point
+    )
     budget = settings.SEARCH_WARMING_BUDGET_MS
     policy = BudgetPolicy(
         objective_ms=budget,

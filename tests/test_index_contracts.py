@@ -238,6 +238,18 @@ async def test_a_cache_misses_then_returns_what_was_put(cache: ResultCache) -> N
     assert await cache.get(key) == entry
 
 
+async def test_the_redis_cache_writes_a_key_again_only_after_a_while() -> None:
+    now = [1000.0]
+    cache = RedisResultCache(60, clock=lambda: now[0])
+    key = "searchsite:results:rewrite"
+    await cache.put(key, CachedRanking([1, 2], 1, 1.0))
+    await cache.put(key, CachedRanking([2, 1], 1, 2.0))  # 0 s later: not written
+    assert await cache.get(key) == CachedRanking([1, 2], 1, 1.0)
+    now[0] += 60
+    await cache.put(key, CachedRanking([2, 1], 1, 3.0))
+    assert await cache.get(key) == CachedRanking([2, 1], 1, 3.0)
+
+
 async def test_an_unreachable_redis_cache_is_a_miss_not_an_error() -> None:
     await close_async_redis()
     with override_settings(REDIS_URL="unix:///nonexistent/redis.sock"):

@@ -1,5 +1,6 @@
-"""The breaker as the event loop calls it: outcomes are recorded off the loop, in order,
-and a backlog is bounded. The breaker behind it is injected and blocks on an event."""
+"""The breaker as the event loop calls it: outcomes are recorded off the caller's thread, and
+those that gather while the breaker is busy reach it together, none lost. The breaker
+behind it is injected and blocks on an event."""
 
 import threading
 
@@ -12,54 +13,50 @@ from searchsite.breaker import State
 class BlockingBreaker:
     def __init__(self, state: State = "closed") -> None:
         self.release = threading.Event()
-        self.recorded: list[bool] = []
+        self.busy = threading.Event()
+        self.recorded: list[tuple[int, int]] = []
         self.state = state
 
     def allow(self) -> bool:
         return self.state == "closed"
 
-    def record(self, *, failed: bool) -> None:
+    def record_outcomes(self, calls: int, failures: int) -> None:
+        self.busy.set()
         assert self.release.wait(10), "the test never released the breaker"
-        self.recorded.append(failed)
+        self.recorded.append((calls, failures))
 
     def last_seen_state(self) -> State:
         return self.state
 
 
-def _sample(name: str) -> float:
-    return REGISTRY.get_sample_value(name) or 0.0
-
-
 def test_record_returns_while_the_breaker_is_still_recording() -> None:
     breaker = BlockingBreaker()
     gate = LoopGate(breaker)
-    for failed in (True, False, True):
-        gate.record(failed=failed)  # would hang here if recorded on the caller's thread
+    gate.record(failed=True)  # would hang here if recorded on the caller's thread
+    assert breaker.busy.wait(10)
     assert breaker.recorded == []
     breaker.release.set()
-    gate.flush()
-    assert breaker.recorded == [True, False, True]
+    gate.close()
+    assert breaker.recorded == [(1, 1)]
 
 
-def test_a_backlog_beyond_the_bound_is_dropped_and_counted() -> None:
+def test_outcomes_gathered_while_it_is_busy_reach_it_in_one_call() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker, max_pending=2)
-    dropped = _sample("retrieval_vector_breaker_outcomes_dropped_total")
-    for _ in range(5):
-        gate.record(failed=True)
-    assert _sample("retrieval_vector_breaker_outcomes_dropped_total") == dropped + 3
+    gate = LoopGate(breaker)
+    gate.record(failed=False)
+    assert breaker.busy.wait(10)  # the first outcome is being recorded ...
+    for failed in (True, False, True, False, False):
+        gate.record(failed=failed)  # ... while these gather
     breaker.release.set()
     gate.flush()
-    assert breaker.recorded == [True, True]
-    gate.record(failed=False)  # the slots came back
-    gate.flush()
-    assert breaker.recorded == [True, True, False]
+    assert breaker.recorded == [(1, 0), (5, 2)]
+    gate.close()
 
 
 def test_allow_reports_the_state_it_saw() -> None:
     gate = LoopGate(BlockingBreaker("open"))
     assert not gate.allow()
-    assert _sample("retrieval_vector_breaker_open") == 1
+    assert REGISTRY.get_sample_value("retrieval_vector_breaker_open") == 1
     gate = LoopGate(BlockingBreaker("closed"))
     assert gate.allow()
-    assert _sample("retrieval_vector_breaker_open") == 0
+    assert REGISTRY.get_sample_value("retrieval_vector_breaker_open") == 0

@@ -397,3 +397,22 @@ def _run_in_threads(work: Callable[[SharedBreaker], None], breakers: list[Shared
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_outcomes_recorded_together_count_each_and_settle_a_probe_on_any_failure(
+    process: Callable[..., SharedBreaker], clock: FakeClock
+) -> None:
+    breaker = process()
+    breaker.record_outcomes(2, 1)
+    assert breaker.window() == (2, 1)
+    assert breaker.state() == "closed"  # under the policy's min_calls
+    breaker.record_outcomes(2, 1)  # 4 calls, 2 failed: the policy's failure ratio
+    assert breaker.state() == "open"
+    clock.advance(POLICY.cooldown_s)
+    assert breaker.allow()  # the probe, reported with two stragglers
+    breaker.record_outcomes(3, 1)
+    assert breaker.state() == "open"
+    clock.advance(POLICY.cooldown_s)
+    assert breaker.allow()
+    breaker.record_outcomes(2, 0)
+    assert breaker.state() == "closed"
