@@ -7,6 +7,7 @@ One pool per event loop, because async connections belong to the loop that made 
 """
 
 import asyncio
+import logging
 import re
 import weakref
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import make_conninfo
@@ -22,16 +24,43 @@ from psycopg_pool import AsyncConnectionPool
 
 from retrieval.types import StageTimeoutError
 
+logger = logging.getLogger(__name__)
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
     weakref.WeakKeyDictionary()
 )
 
 
+# Server-side prepared statements every pooled connection gets: name -> PREPARE text.
+_to_prepare: dict[str, str] = {}
+# The names each connection really has (a PREPARE can fail, e.g. before migrations).
+_prepared: "weakref.WeakKeyDictionary[AsyncConnection, frozenset[str]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+PREPARE_LOCK_TIMEOUT = "20ms"
+
+
+def prepare_on_connect(name: str, parameter_types: str, body: str) -> None:
+    """Have every pooled connection prepare `body` as `name`: parsing and planning the
+    lexical statement was 0.58 ms of its 2.58 ms p50 at 100,000 listings."""
+    _to_prepare[name] = f"PREPARE {name}{parameter_types} AS {body}"
+
+
 async def _configure(conn: AsyncConnection) -> None:
-    # Statements are never prepared: the vector query inlines its generation id so the
+    # psycopg never prepares on its own: the vector query inlines its generation id so the
     # planner can pick that generation's partial HNSW index, and a generic plan could not.
     conn.prepare_threshold = None
     await conn.set_autocommit(True)
+    for name, text in _to_prepare.items():
+        try:
+            # Preparing takes the table's lock: behind a migration's lock, a new connection
+            # gives up on it at once and its searches send the statement's full text.
+            await conn.execute(f"SET LOCAL lock_timeout = '{PREPARE_LOCK_TIMEOUT}'; {text}")
+        except psycopg.Error as exc:
+            logger.warning("could not prepare %s: %s", name, exc.sqlstate)
+    cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
+    _prepared[conn] = frozenset(row[0] for row in await cursor.fetchall())
 
 
 def conninfo() -> str:
@@ -91,6 +120,8 @@ async def fetch_with_local_settings(
     params: dict[str, object],
     local: dict[str, str],
     timeout_s: float,
+    *,
+    prepared: tuple[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of `statement`, run with transaction-local `local` settings (statement_timeout
     above all), in one round trip.
@@ -105,11 +136,16 @@ async def fetch_with_local_settings(
     The text opens with a `/* tag */` comment: with the values inlined, a query vector
     fills pg_stat_activity's first kilobyte (track_activity_query_size) before the table
     is named, and operators still need to tell a search's statements apart.
+
+    `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
+    connection that has that name prepared (see `prepare_on_connect`).
     """
     bound = dict(params)
     for number, (name, value) in enumerate(local.items()):
         bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
     async with connection(timeout_s) as conn:
+        if prepared is not None and prepared[0] in _prepared.get(conn, ()):
+            statement = prepared[1]
         cursor = AsyncClientCursor(conn)
         await cursor.execute(_message(tag, statement, len(local)), bound)
         cursor.nextset()  # past the settings' own row

@@ -14,6 +14,7 @@ the backstop if the plan ever goes wrong.
 from retrieval.pg import (
     LEXICAL_TAG,
     fetch_with_local_settings,
+    prepare_on_connect,
     server_timeouts_as_stage_timeouts,
     timeout_setting,
 )
@@ -40,6 +41,20 @@ LIMIT %(limit)s
 _WEBSEARCH = "websearch_to_tsquery('english', %(text)s)"
 # Corrected words may each be wrong; any of them matching is enough.
 _ANY_OF = "to_tsquery('english', %(text)s)"
+
+
+def _prepare(number: int, tsquery: str) -> tuple[str, str]:
+    """Have every pooled connection prepare the search with `tsquery`; its name and the
+    EXECUTE text that stands in for it."""
+    name = f"searchsite_lexical_{number}"
+    body = _SEARCH.format(tsquery=tsquery)
+    for position, placeholder in enumerate(("%(text)s", "%(pool)s", "%(limit)s"), start=1):
+        body = body.replace(placeholder, f"${position}")
+    prepare_on_connect(name, "(text, int, int)", body)
+    return name, f"EXECUTE {name}(%(text)s, %(pool)s, %(limit)s)"
+
+
+_PREPARED = {tsquery: _prepare(n, tsquery) for n, tsquery in enumerate((_WEBSEARCH, _ANY_OF))}
 
 _CORRECTIONS = """
 SELECT t.term, best.word
@@ -75,6 +90,7 @@ async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> lis
         {"text": text, "pool": POOL, "limit": limit},
         {"statement_timeout": timeout_setting(timeout_ms)},
         timeout_ms / 1000,
+        prepared=_PREPARED[tsquery],
     )
     return [Candidate(int(row[0]), float(row[1])) for row in rows]
 

@@ -20,9 +20,9 @@ from django.test import override_settings
 
 from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
-from retrieval import pg_lexical
+from retrieval import pg_lexical, vocabulary
 from retrieval.cache import RedisResultCache, close_async_redis
-from retrieval.pg import LEXICAL_TAG, VECTOR_TAG
+from retrieval.pg import LEXICAL_TAG, VECTOR_TAG, connection
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.protocols import ResultCache
@@ -113,6 +113,25 @@ async def test_when_matches_fit_in_the_pool_every_match_is_ranked(
     found = await PgLexicalIndex().search(FESTIVAL, 10, 1000)
     assert sorted(c.listing_id for c in found) == sorted(body + titled)
     assert {c.listing_id for c in found[:2]} == set(titled)  # title weight ranks first
+
+
+async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _listings(descriptions_only=3, in_titles=3)
+    await sync_to_async(vocabulary.refresh)()
+    for query in (FESTIVAL, Query("festivl walk", "festivl walk", 10, "short")):
+        prepared = await PgLexicalIndex().search(query, 10, 1000)
+        async with connection(1) as conn:
+            cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
+            names = {row[0] for row in await cursor.fetchall()}
+        assert {name for name, _ in pg_lexical._PREPARED.values()} <= names
+        with monkeypatch.context() as patched:
+            patched.setattr(
+                pg_lexical, "_PREPARED", dict.fromkeys(pg_lexical._PREPARED, ("none", ""))
+            )
+            assert await PgLexicalIndex().search(query, 10, 1000) == prepared
+        assert prepared  # the second query is answered through spelling correction
 
 
 # Vector indexes.
