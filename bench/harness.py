@@ -10,6 +10,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
 def start(base: Path | None = None) -> object:
     """Returns the embedded services handle; call .stop() on it when done. `base` keeps
     the services' data between runs (a scratch directory otherwise)."""

@@ -20,13 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, start
+from harness import REPO, SHARED_DATA, percentile, start
 from listings import records
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def raw_embedding_rate(texts: list[str]) -> float:

@@ -25,14 +25,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, start
+from harness import REPO, SHARED_DATA, percentile, start
 from listings import records
 
 SINGLE_STATEMENT_RRF = """
 WITH semantic_search AS (
-    SELECT listing_id AS id, RANK() OVER (ORDER BY embedding::vector(384) <=> %(e)s::vector(384))
+    SELECT listing_id AS id,
+           RANK() OVER (ORDER BY embedding::vector({dims}) <=> %(e)s::vector({dims}))
     FROM ingestion_listing_embedding WHERE generation_id = {generation}
-    ORDER BY embedding::vector(384) <=> %(e)s::vector(384) LIMIT 30
+    ORDER BY embedding::vector({dims}) <=> %(e)s::vector({dims}) LIMIT 30
 ),
 keyword_search AS (
     SELECT id, RANK() OVER (ORDER BY ts_rank_cd(search_vector, query) DESC)
@@ -48,23 +49,18 @@ ORDER BY score DESC, id LIMIT 10
 """
 
 
-def pct(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def ms(values: list[float]) -> str:
     return (
-        f"p50 {statistics.median(values):7.2f}  p95 {pct(values, 0.95):7.2f}  "
-        f"p99 {pct(values, 0.99):7.2f} ms"
+        f"p50 {statistics.median(values):7.2f}  p95 {percentile(values, 0.95):7.2f}  "
+        f"p99 {percentile(values, 0.99):7.2f} ms"
     )
 
 
-def queries(count: int, data_dir: Path | None) -> list[str]:
+def queries(count: int, base_records: list[dict[str, object]]) -> list[str]:
     import random
 
     rng = random.Random(3)
-    titles = [str(r["title"]) for r in records(2000, data_dir)]
+    titles = [str(r["title"]) for r in base_records]
     out = []
     for _ in range(count):
         words = [w.strip(":,.()'") for w in rng.choice(titles).split() if len(w) > 3]
@@ -85,9 +81,11 @@ class FixedEmbedder:
 async def in_process(qs: list[str], embeddings: dict[str, object], generation: int) -> dict:
     import dataclasses
 
+    from django.conf import settings
     from pgvector import Vector
     from psycopg import sql
 
+    from ingestion.embedding import DIMENSIONS
     from retrieval.deadline import plan_budgets
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg import connection
@@ -97,7 +95,12 @@ async def in_process(qs: list[str], embeddings: dict[str, object], generation: i
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
     budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
-    rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(generation=sql.Literal(generation))
+    rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(
+        generation=sql.Literal(generation), dims=sql.Literal(DIMENSIONS)
+    )
+    same_ef_search = sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
+        sql.Literal(settings.SEARCH_HNSW_EF_SEARCH)
+    )
     ours, single, sql_work, lexical, modes = [], [], [], [], {}  # modes: name -> count
     for q in qs * 2:  # the first pass warms caches on both sides; keep the second
         query = parse_query(q, "10")
@@ -112,7 +115,7 @@ async def in_process(qs: list[str], embeddings: dict[str, object], generation: i
         lexical.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         async with connection(1.0) as conn, conn.transaction():
-            await conn.execute("SET LOCAL hnsw.ef_search = 40")
+            await conn.execute(same_ef_search)
             cursor = await conn.execute(rrf, {"e": Vector(embeddings[q]).to_text(), "q": q})
             await cursor.fetchall()
         single.append((time.perf_counter() - started) * 1000)
@@ -178,9 +181,13 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
+    from retrieval.warm import AlwaysAllow
 
     forget_wiring()
-    deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
+    # A breaker that never opens: each search must really try the vector stage and time out.
+    deps = dataclasses.replace(
+        dependencies(), embedder=FixedEmbedder(embeddings), breaker=AlwaysAllow()
+    )
     policy = budget_policy()
     holder = await psycopg.AsyncConnection.connect(url)
     observer = await psycopg.AsyncConnection.connect(url, autocommit=True)
@@ -188,8 +195,6 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
     latencies, idle_after = [], []
     try:
         for q in qs:
-            # A closed breaker every time: each search must really try and time out.
-            deps = dataclasses.replace(deps, breaker=_AlwaysClosed())
             budgets = plan_budgets(policy, caller_timeout_ms=None)
             started = time.perf_counter()
             task = asyncio.create_task(hybrid_search(parse_query(q, "10"), budgets, deps))
@@ -203,14 +208,6 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
         await holder.close()
         await observer.close()
     return {"latency": latencies, "idle": idle_after, "deadline": settings.SEARCH_DEADLINE_MS}
-
-
-class _AlwaysClosed:
-    def allow(self) -> bool:
-        return True
-
-    def record(self, *, failed: bool) -> None:
-        pass
 
 
 async def _idle_after(observer: object, holder_pid: int, expiry: float) -> float:
@@ -241,6 +238,8 @@ async def sequential_under_lock(
     import psycopg
     from pgvector import Vector
 
+    from ingestion.embedding import DIMENSIONS
+
     times = []
     for q in qs:
         holder = await psycopg.AsyncConnection.connect(url)
@@ -261,7 +260,8 @@ async def sequential_under_lock(
                 await conn.execute(
                     "SELECT listing_id FROM ingestion_listing_embedding"
                     f" WHERE generation_id = {generation}"
-                    " ORDER BY embedding::vector(384) <=> %s::vector(384) LIMIT 30",
+                    f" ORDER BY embedding::vector({DIMENSIONS}) <=> %s::vector({DIMENSIONS})"
+                    " LIMIT 30",
                     [Vector(embeddings[q]).to_text()],
                 )
             ).fetchall()
@@ -293,13 +293,14 @@ def main() -> None:
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
         generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
         started = time.perf_counter()
-        built = build(args.listings, records(2000, data_dir), generation.pk)
+        base_records = records(2000, data_dir)
+        built = build(args.listings, base_records, generation.pk)
         print(
             f"{'built' if built else 'reused'} {args.listings} listings in "
             f"{time.perf_counter() - started:.0f} s "
             f"({'Open House London texts' if data_dir else 'generated texts'})"
         )
-        qs = queries(args.queries, data_dir)
+        qs = queries(args.queries, base_records)
         embedder = get_embedder()
         embeddings = {q: embedder.embed_query(q) for q in set(qs)}
         connection.close()

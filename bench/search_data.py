@@ -54,7 +54,8 @@ def build(
             )
             + "\n"
         )
-        embeddings.write(f"{number}\t{generation}\t[{','.join(f'{x:.5f}' for x in vector)}]\n")
+        text = ",".join(f"{x:.5f}" for x in vector)
+        embeddings.write(f"{number}\t{generation}\t[{text}]\t1\t2026-11-29T00:00:00Z\n")
     _copy(listings, embeddings)
     return True
 
@@ -93,8 +94,7 @@ def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
             "COPY ingestion_listing_embedding (listing_id, generation_id, embedding,"
             " content_version, embedded_at) FROM STDIN"
         ) as copy:
-            for line in embeddings.getvalue().splitlines():
-                copy.write(line + "\t1\t2026-11-29T00:00:00Z\n")
+            copy.write(embeddings.getvalue())
         cursor.execute("ANALYZE ingestion_listing")
         cursor.execute("ANALYZE ingestion_listing_embedding")
         cursor.execute("REFRESH MATERIALIZED VIEW retrieval_vocabulary")

@@ -12,7 +12,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ingestion.batches import apply_parse_result
-from ingestion.drafts import BadItem, ParseResult
+from ingestion.drafts import ParseResult
+from ingestion.models import Poll
 from ingestion.parsers.editorial import validate_record
 from ingestion.tasks import schedule_embedding
 from ingestion.tokens import source_for_token
@@ -50,11 +51,7 @@ def post_records(request: HttpRequest) -> JsonResponse:
 
     result = ParseResult()
     for position, record in enumerate(records):
-        checked = validate_record(record, position)
-        if isinstance(checked, BadItem):
-            result.bad.append(checked)  # carries the record's JSON, for an editor's retry
-        else:
-            result.drafts.append(checked)
+        result.add(validate_record(record, position))  # a bad one carries its JSON
     report: list[tuple[int, str, Outcome, str]] = []
     now = timezone.now()
     poll = apply_parse_result(
@@ -65,10 +62,7 @@ def post_records(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {
             "poll": poll.pk,
-            "counts": {
-                name: getattr(poll, name)
-                for name in ("items", "new", "updated", "unchanged", "withdrawn", "quarantined")
-            },
+            "counts": {name: getattr(poll, name) for name in Poll.COUNTS},
             "results": [
                 {
                     "position": position,

@@ -98,8 +98,8 @@ def _listing_ids(source: Source, external_ids: list[str]) -> set[int]:
 def _finish(poll: Poll, counts: Counts) -> None:
     poll.finished_at = timezone.now()
     poll.items = counts.items
-    for name in ("new", "updated", "unchanged", "withdrawn", "quarantined"):
-        setattr(poll, name, getattr(counts, name))
+    for outcome in Outcome:
+        setattr(poll, outcome, getattr(counts, outcome))
     poll.save()
 
 

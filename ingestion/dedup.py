@@ -81,8 +81,7 @@ def find_duplicate(draft: ListingDraft, source_id: int) -> Listing | None:
         # Undated drafts merge only on the same title (see _titles_match), so an exact,
         # case-insensitive match through the trigram index is enough, and far cheaper
         # than a similarity search.
-        escaped = draft.title.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params["title_pattern"] = escaped
+        params["title_pattern"] = connection.ops.prep_for_like_query(draft.title)
         sql = _CANDIDATES_UNDATED
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

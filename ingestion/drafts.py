@@ -76,6 +76,28 @@ class ParseResult:
     def items(self) -> int:
         return len(self.drafts) + len(self.bad)
 
+    def add(self, item: "ListingDraft | BadItem") -> None:
+        if isinstance(item, BadItem):
+            self.bad.append(item)
+        else:
+            self.drafts.append(item)
+
+
+class PayloadIds:
+    """The ids a payload has used so far: a later item with the same id is a duplicate."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, int] = {}
+
+    def duplicate(self, external_id: str | None, position: int) -> str | None:
+        """Why the item at `position` is rejected, or None (and its id is remembered)."""
+        if external_id is None:
+            return None
+        if external_id in self._first:
+            return f"duplicate id in payload (first at position {self._first[external_id]})"
+        self._first[external_id] = position
+        return None
+
 
 class PayloadError(Exception):
     """The whole payload is rejected (not XML at all, entity declarations, too large...)."""

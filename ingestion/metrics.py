@@ -3,7 +3,7 @@ Never a title, URL or source name."""
 
 from prometheus_client import Counter, Histogram
 
-from ingestion.upsert import Counts
+from ingestion.upsert import Counts, Outcome
 
 # Seconds from fetch to searchable: sub-second for lexical, up to minutes for vectors.
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 900, 3600)
@@ -26,7 +26,7 @@ EMBEDDED = Counter("ingestion_embeddings", "Listing embeddings written", ["gener
 
 
 def record_outcomes(kind: str, counts: Counts) -> None:
-    for outcome in ("new", "updated", "unchanged", "withdrawn", "quarantined"):
+    for outcome in Outcome:
         value = getattr(counts, outcome)
         if value:
             ITEMS.labels(kind=kind, outcome=outcome).inc(value)

@@ -201,6 +201,8 @@ class Poll(models.Model):
     unchanged = models.PositiveIntegerField(default=0)
     withdrawn = models.PositiveIntegerField(default=0)
     quarantined = models.PositiveIntegerField(default=0)
+    # The count columns, as the command line, the API and the admin show them.
+    COUNTS = ("items", "new", "updated", "unchanged", "withdrawn", "quarantined")
     error = models.TextField(blank=True)
 
     class Meta:

@@ -90,8 +90,11 @@ def fetch_source(source: Source) -> FetchResult:
 def _admit(source_id: int, now: float) -> tuple[bool, Source]:
     with transaction.atomic():
         source = Source.objects.select_for_update().get(pk=source_id)
-        allowed, breaker = admit(_breaker(source), policy_from_settings("SOURCE_BREAKER"), now)
-        _store_breaker(source, breaker)
+        before = _breaker(source)
+        allowed, breaker = admit(before, policy_from_settings("SOURCE_BREAKER"), now)
+        if breaker != before:  # closed, or open and cooling down: nothing to write
+            _set_breaker(source, breaker)
+            source.save(update_fields=["breaker_state", "breaker_opened_at", "breaker_window"])
     return allowed, source
 
 
@@ -103,7 +106,7 @@ def _settle(
         breaker = record(
             _breaker(source), policy_from_settings("SOURCE_BREAKER"), now, failed=failed
         )
-        _store_breaker(source, breaker)
+        _set_breaker(source, breaker)
         if error:
             source.last_error = error
             source.last_error_permanent = permanent
@@ -123,7 +126,7 @@ def _breaker(source: Source) -> Breaker:
     )
 
 
-def _store_breaker(source: Source, breaker: Breaker) -> None:
+def _set_breaker(source: Source, breaker: Breaker) -> None:
     data = breaker.to_json()
     source.breaker_state = breaker.state
     source.breaker_opened_at = (
@@ -133,7 +136,6 @@ def _store_breaker(source: Source, breaker: Breaker) -> None:
         "probe_started_at": data["probe_started_at"],
         "outcomes": data["outcomes"],
     }
-    source.save(update_fields=["breaker_state", "breaker_opened_at", "breaker_window"])
 
 
 def _log_poll(source: Source, started_at: datetime, status: str, error: str = "") -> Poll:

@@ -3,13 +3,17 @@ quarantine is, which breakers are open, how stale each kind of source is), which
 shared by all processes and so belongs to no single process's counters."""
 
 from collections.abc import Iterator
+from typing import get_args
 
 from django.db import connection
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-KINDS = ("feed", "calendar", "editorial")
-BREAKER_STATES = ("closed", "open", "half_open")
+from ingestion.models import Source
+from searchsite.breaker import State
+
+KINDS = Source.Kind.values
+BREAKER_STATES = get_args(State)
 
 _SQL = """
     SELECT s.kind, s.breaker_state, count(*),

@@ -121,10 +121,12 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
     if listing.pk is None:
         listing.save()
         return
-    if text_changed:
-        listing.content_version = F("content_version") + 1
+    if not text_changed:
+        listing.save()
+        return
+    listing.content_version = F("content_version") + 1
     listing.save()
-    listing.refresh_from_db(fields=["content_version"])
+    listing.refresh_from_db(fields=["content_version"])  # the expression, as a number
 
 
 def _save_record(

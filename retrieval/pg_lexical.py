@@ -43,18 +43,21 @@ _WEBSEARCH = "websearch_to_tsquery('english', %(text)s)"
 _ANY_OF = "to_tsquery('english', %(text)s)"
 
 
-def _prepare(number: int, tsquery: str) -> tuple[str, str]:
-    """Have every pooled connection prepare the search with `tsquery`; its name and the
-    EXECUTE text that stands in for it."""
+def _prepare(number: int, statement: str) -> tuple[str, str]:
+    """Have every pooled connection prepare `statement`; its name and the EXECUTE text
+    that stands in for it."""
     name = f"searchsite_lexical_{number}"
-    body = _SEARCH.format(tsquery=tsquery)
+    body = statement
     for position, placeholder in enumerate(("%(text)s", "%(pool)s", "%(limit)s"), start=1):
         body = body.replace(placeholder, f"${position}")
     prepare_on_connect(name, "(text, int, int)", body)
     return name, f"EXECUTE {name}(%(text)s, %(pool)s, %(limit)s)"
 
 
-_PREPARED = {tsquery: _prepare(n, tsquery) for n, tsquery in enumerate((_WEBSEARCH, _ANY_OF))}
+_STATEMENTS = {tsquery: _SEARCH.format(tsquery=tsquery) for tsquery in (_WEBSEARCH, _ANY_OF)}
+_PREPARED = {
+    tsquery: _prepare(n, statement) for n, (tsquery, statement) in enumerate(_STATEMENTS.items())
+}
 
 _CORRECTIONS = """
 SELECT t.term, best.word
@@ -86,7 +89,7 @@ class PgLexicalIndex:
 async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
     rows = await fetch_with_local_settings(
         LEXICAL_TAG,
-        _SEARCH.format(tsquery=tsquery),
+        _STATEMENTS[tsquery],
         {"text": text, "pool": POOL, "limit": limit},
         {"statement_timeout": timeout_setting(timeout_ms)},
         timeout_ms / 1000,

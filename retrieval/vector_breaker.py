@@ -46,7 +46,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from searchsite.breaker import Breaker, BreakerPolicy, State, admit, record
+from searchsite.breaker import Breaker, BreakerPolicy, State, admit, record, trips
 
 logger = logging.getLogger(__name__)
 
@@ -92,12 +92,6 @@ def _moved_to(shared: _Shared, breaker: Breaker) -> _Shared:
     """`shared` after a transition of the pure machine; closing starts a new window."""
     reopened_window = breaker.state == "closed" and shared.breaker.state != "closed"
     return _Shared(replace(breaker, outcomes=()), shared.epoch + int(reopened_window))
-
-
-def window_trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:
-    """`searchsite.breaker.record()`'s closed-state verdict, over counts instead of a tuple
-    of outcomes (tests/test_vector_breaker.py checks that the two agree)."""
-    return calls > 0 and calls >= policy.min_calls and failures / calls >= policy.failure_ratio
 
 
 class SharedBreaker:
@@ -253,9 +247,7 @@ class SharedBreaker:
         if current.breaker.state == "half_open":
             failed = failures > 0
             self._update(client, lambda shared: self._settle_probe(shared, now, failed=failed))
-        elif current.breaker.state == "closed" and window_trips(
-            in_window, failed_in_window, self._policy
-        ):
+        elif current.breaker.state == "closed" and trips(in_window, failed_in_window, self._policy):
             self._update(client, lambda shared: self._trip(shared, epoch, now))
         # Open: a straggler that started before it opened. Its counts land in an epoch that
         # closing leaves behind, so they never count.

@@ -17,13 +17,13 @@ from retrieval.warming import job_key, load_job
 from searchsite.redis_client import get_redis
 
 
-class _AlwaysAllow:
+class AlwaysAllow:
     """Warming runs off the request path: no breaker, no admission limit."""
 
     def allow(self) -> bool:
         return True
 
-    def try_acquire(self) -> "_AlwaysAllow":
+    def try_acquire(self) -> "AlwaysAllow":
         return self
 
     def record(self, *, failed: bool) -> None:
@@ -49,7 +49,7 @@ def warm(key: str) -> str:
 
 
 async def _search(query: Query) -> Mode:
-    gate = _AlwaysAllow()
+    gate = AlwaysAllow()
     deps = dataclasses.replace(
         dependencies(),
         breaker=gate,

@@ -89,6 +89,12 @@ def record(breaker: Breaker, policy: BreakerPolicy, now: float, *, failed: bool)
     recent = tuple(o for o in breaker.outcomes if now - o[0] < policy.window_s)
     recent += ((now, failed),)
     failures = sum(1 for _, was_failure in recent if was_failure)
-    if len(recent) >= policy.min_calls and failures / len(recent) >= policy.failure_ratio:
+    if trips(len(recent), failures, policy):
         return Breaker(state="open", opened_at=now)
     return replace(breaker, outcomes=recent)
+
+
+def trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:
+    """Whether a closed breaker's window of `calls` outcomes, `failures` of them failed,
+    opens it. Also used on counts kept elsewhere (retrieval/vector_breaker.py)."""
+    return calls > 0 and calls >= policy.min_calls and failures / calls >= policy.failure_ratio

@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from ingestion.models import IndexGeneration
+from ingestion.generations import active_generation
 from searchsite.heartbeat import newest_age_s
 from searchsite.redis_client import get_redis
 
@@ -38,7 +38,7 @@ def check_redis() -> Check:
 
 def check_index_generation() -> Check:
     try:
-        active = IndexGeneration.objects.filter(state=IndexGeneration.State.ACTIVE).first()
+        active = active_generation()
     except DatabaseError:
         return Check(False, "unknown: Postgres unreachable")
     if active is None:

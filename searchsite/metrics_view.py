@@ -1,11 +1,10 @@
 """GET /metrics: this process's (or, with PROMETHEUS_MULTIPROC_DIR, every process's)
-counters and histograms, plus gauges read from the database at scrape time."""
-
-import os
+counters and histograms, as django-prometheus exports them, plus gauges read from the
+database at scrape time."""
 
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from django_prometheus.exports import ExportToDjangoView
+from prometheus_client import CollectorRegistry, generate_latest
 
 from ingestion.state_metrics import IngestionStateCollector
 
@@ -14,10 +13,6 @@ _state.register(IngestionStateCollector())
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)
-    else:
-        registry = REGISTRY
-    body = generate_latest(registry) + generate_latest(_state)
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    response = ExportToDjangoView(request)
+    response.write(generate_latest(_state))
+    return response

@@ -2,14 +2,12 @@
 safe default; `docs/configuration` in README.md lists them."""
 
 import secrets
-from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
 from searchsite import embedded
 from searchsite.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = embedded.run_dir()
 
 

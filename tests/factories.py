@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from ingestion.drafts import ListingDraft
+from ingestion.drafts import ListingDraft, ParseResult
 from ingestion.models import Source
 
 CONCERT_START = datetime(2027, 3, 14, 19, 30, tzinfo=UTC)
@@ -23,3 +23,12 @@ def draft(
     }
     values.update(fields)
     return ListingDraft(external_id=external_id, title=title, **values)  # type: ignore[arg-type]
+
+
+def assert_well_formed_calendar(result: ParseResult) -> None:
+    """What every parsed calendar must be: unique ids, zone-aware times, reasons."""
+    ids = [draft.external_id for draft in result.drafts]
+    assert len(ids) == len(set(ids))
+    assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
+    assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
+    assert all(bad.reason for bad in result.bad)

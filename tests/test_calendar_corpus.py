@@ -12,6 +12,7 @@ import pytest
 
 from ingestion.drafts import ListingDraft, PayloadError
 from ingestion.parsers.calendar import parse_calendar
+from tests.factories import assert_well_formed_calendar
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CALENDARS = SHARED_DATA / "calendars"
@@ -40,11 +41,7 @@ def test_it_parses_each_corpus_file_or_rejects_it_whole(path: Path) -> None:
         rejection = error.reason
     else:
         rejection = ""
-        ids = [draft.external_id for draft in result.drafts]
-        assert len(ids) == len(set(ids))
-        assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
-        assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
-        assert all(bad.reason for bad in result.bad)
+        assert_well_formed_calendar(result)
     # recurring-ical-events' calendars are all valid ones: none may be rejected whole.
     assert not (rejection and path.is_relative_to(RECURRING)), rejection
 

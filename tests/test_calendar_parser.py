@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ingestion.drafts import ListingDraft, ParseResult, PayloadError
 from ingestion.parsers.calendar import parse_calendar
+from tests.factories import assert_well_formed_calendar
 
 LONDON = ZoneInfo("Europe/London")
 WINDOW_START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -491,10 +492,6 @@ def test_it_never_raises_anything_but_payload_error(payload: bytes) -> None:
         reason = error.reason
     else:
         reason = "parsed"
-        ids = [draft.external_id for draft in result.drafts]
-        assert len(ids) == len(set(ids))
+        assert_well_formed_calendar(result)
         assert all(draft.title for draft in result.drafts)
-        assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
-        assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
-        assert all(bad.reason for bad in result.bad)
     assert reason

@@ -10,8 +10,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from retrieval.vector_breaker import SharedBreaker, breaker_redis_client, window_trips
+from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from searchsite.breaker import Breaker, BreakerPolicy, record
+from searchsite.breaker import trips as window_trips
 from searchsite.redis_client import get_redis
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from ingestion import merging
@@ -32,9 +32,13 @@ class ListingAdmin(admin.ModelAdmin):
     inlines = (SourceRecordInline,)
     actions = ("merge_listings",)
 
-    @admin.display(description="records")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Listing]:
+        # One query for the whole page, not a count per row.
+        return super().get_queryset(request).annotate(record_total=Count("records"))
+
+    @admin.display(description="records", ordering="record_total")
     def record_count(self, listing: Listing) -> int:
-        return listing.records.count()
+        return int(getattr(listing, "record_total", 0))
 
     @admin.action(description="Merge selected listings into the oldest one")
     def merge_listings(self, request: HttpRequest, queryset: QuerySet[Listing]) -> None:

@@ -112,12 +112,7 @@ class PollAdmin(admin.ModelAdmin):
         "source",
         "started_at",
         "status",
-        "items",
-        "new",
-        "updated",
-        "unchanged",
-        "withdrawn",
-        "quarantined",
+        *Poll.COUNTS,
         "error",
     )
     list_filter = ("status", "source__kind")

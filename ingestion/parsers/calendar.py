@@ -117,8 +117,8 @@ def parse_calendar(
         if result.items + len(items) > max_items:
             reason = f"the payload has more than {max_items} items in the window"
             items = [BadItem(first.position, uid, reason, first.raw)]
-        result.drafts.extend(item for item in items if isinstance(item, ListingDraft))
-        result.bad.extend(item for item in items if isinstance(item, BadItem))
+        for item in items:
+            result.add(item)
     return result
 
 

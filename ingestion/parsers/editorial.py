@@ -15,7 +15,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingestion.drafts import BadItem, ListingDraft, ParseResult, PayloadError
+from ingestion.drafts import BadItem, ListingDraft, ParseResult, PayloadError, PayloadIds
 
 FIELDS = (
     "id",
@@ -119,20 +119,12 @@ def parse_editorial(
         records = _csv_records(text, max_items)
     else:
         records = _json_records(text, max_items)
-    result = ParseResult()
-    first_seen: dict[str, int] = {}
+    result, ids = ParseResult(), PayloadIds()
     for position, record in enumerate(records):
         outcome = record if isinstance(record, BadItem) else validate_record(record, position)
-        external_id = outcome.external_id
-        if external_id is not None and external_id in first_seen:
-            reason = f"duplicate id in payload (first at position {first_seen[external_id]})"
-            outcome = _bad(record, position, external_id, reason)
-        elif external_id is not None:
-            first_seen[external_id] = position
-        if isinstance(outcome, BadItem):
-            result.bad.append(outcome)
-        else:
-            result.drafts.append(outcome)
+        if reason := ids.duplicate(outcome.external_id, position):
+            outcome = _bad(record, position, outcome.external_id, reason)
+        result.add(outcome)
     return result
 
 

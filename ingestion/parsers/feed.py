@@ -37,7 +37,14 @@ from urllib.parse import urlsplit
 
 import feedparser
 
-from ingestion.drafts import EXCERPT_CHARS, BadItem, ListingDraft, ParseResult, PayloadError
+from ingestion.drafts import (
+    EXCERPT_CHARS,
+    BadItem,
+    ListingDraft,
+    ParseResult,
+    PayloadError,
+    PayloadIds,
+)
 
 # feedparser's time and memory grow with the number of elements, at worst some 20 us and
 # 600 bytes each (deep nesting); real 5 MB feeds have 50,000-125,000 "<".
@@ -214,24 +221,16 @@ def _check_doctype(text: str, start: int) -> None:
 
 
 def _results(entries: list[Mapping[str, Any]], max_items: int) -> ParseResult:
-    result = ParseResult()
-    first_seen: dict[str, int] = {}
+    result, ids = ParseResult(), PayloadIds()
     for position, entry in enumerate(entries):
         if position >= max_items:
             external_id = _stripped(entry.get("id")) or None
             result.bad.append(BadItem(position, external_id, "over the per-payload item cap"))
             continue
         outcome = _outcome(entry, position)
-        external_id = outcome.external_id
-        if external_id is not None and external_id in first_seen:
-            reason = f"duplicate id in payload (first at position {first_seen[external_id]})"
-            outcome = BadItem(position, external_id, reason, _excerpt(entry))
-        elif external_id is not None:
-            first_seen[external_id] = position
-        if isinstance(outcome, ListingDraft):
-            result.drafts.append(outcome)
-        else:
-            result.bad.append(outcome)
+        if reason := ids.duplicate(outcome.external_id, position):
+            outcome = BadItem(position, outcome.external_id, reason, _excerpt(entry))
+        result.add(outcome)
     return result
 
 

@@ -45,7 +45,8 @@ def is_running(data_dir: Path) -> bool:
     if _pid(data_dir) is None:
         return False
     try:
-        return bool(redis.Redis(unix_socket_path=str(data_dir / _SOCKET)).ping())
+        with redis.Redis(unix_socket_path=str(data_dir / _SOCKET)) as client:
+            return bool(client.ping())
     except redis.RedisError:
         return False
 

@@ -12,8 +12,6 @@ from ingestion.polling import ingest_payload
 from ingestion.tasks import schedule_embedding
 from searchsite.redis_client import get_redis
 
-_COUNTS = ("items", "new", "updated", "unchanged", "withdrawn", "quarantined")
-
 
 class Command(BaseCommand):
     help = "Ingest feed, calendar or editorial files; print per-file counts."
@@ -28,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         files = [self._ingest(options["kind"], path) for path in options["paths"]]
-        totals = {name: sum(f[name] for f in files) for name in _COUNTS}
+        totals = {name: sum(f[name] for f in files) for name in Poll.COUNTS}
         totals["errors"] = sum(1 for f in files if f["error"])
         if not options["no_embed"] and (totals["new"] or totals["updated"]):
             _queue_embedding(self.stderr)
@@ -36,7 +34,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps({"files": files, "totals": totals}, indent=2))
             return
         for f in files:
-            counts = " ".join(f"{name}={f[name]}" for name in _COUNTS)
+            counts = " ".join(f"{name}={f[name]}" for name in Poll.COUNTS)
             self.stdout.write(
                 f"{f['path']}: {counts}" + (f" error={f['error']}" if f["error"] else "")
             )
@@ -53,14 +51,14 @@ class Command(BaseCommand):
         except OSError as exc:
             return {
                 "path": str(path),
-                **dict.fromkeys(_COUNTS, 0),
+                **dict.fromkeys(Poll.COUNTS, 0),
                 "error": exc.strerror or str(exc),
             }
         poll = ingest_payload(source, payload, started_at=timezone.now(), name_hint=path.name)
         error = poll.error if poll.status == Poll.Status.REJECTED else None
         return {
             "path": str(path),
-            **{name: getattr(poll, name) for name in _COUNTS},
+            **{name: getattr(poll, name) for name in Poll.COUNTS},
             "error": error,
         }
 
