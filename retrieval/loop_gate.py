@@ -7,6 +7,12 @@ what has gathered to the breaker in one call (`SharedBreaker.record_outcomes`): 
 trip at a time, however many searches finish meanwhile. Nothing queues up without bound
 and nothing is dropped: while Redis is slow, outcomes just gather into the next call.
 
+The thread lingers `linger_s` after the first outcome before it hands over, so under load
+one round trip carries many searches' outcomes, instead of one per search landing in the
+middle of the next search (measured: the hand-over, done at once, added 0.5 ms to the
+median search in a back-to-back run). The breaker hears of an outcome that much later;
+its window is tens of seconds.
+
 `allow()` stays synchronous: it usually needs no round trip at all (see
 `SharedBreaker`), and its verdict is needed before the vector stage starts.
 """
@@ -30,11 +36,13 @@ class Breaker(Protocol):  # retrieval.vector_breaker.SharedBreaker
 
 
 class LoopGate:
-    def __init__(self, breaker: Breaker) -> None:
+    def __init__(self, breaker: Breaker, *, linger_s: float = 0.05) -> None:
         self.breaker = breaker
+        self._linger_s = linger_s
         self._changed = threading.Condition()
         self._calls = self._failures = 0  # gathered, not yet handed over
         self._recording = False
+        self._hurry = False  # someone waits in flush(): no lingering
         self._closed = False
         threading.Thread(target=self._hand_over, name="vector-breaker", daemon=True).start()
 
@@ -52,7 +60,10 @@ class LoopGate:
     def flush(self) -> None:
         """Wait until every outcome recorded so far is handed to the breaker."""
         with self._changed:
+            self._hurry = True
+            self._changed.notify_all()
             self._changed.wait_for(lambda: not (self._calls or self._recording))
+            self._hurry = False
 
     def close(self) -> None:
         """Hand over what has gathered, then stop the thread."""
@@ -67,6 +78,7 @@ class LoopGate:
                 self._changed.wait_for(lambda: self._calls or self._closed)
                 if not self._calls:
                     return
+                self._changed.wait_for(lambda: self._hurry or self._closed, self._linger_s)
                 calls, failures = self._calls, self._failures
                 self._calls = self._failures = 0
                 self._recording = True

@@ -31,7 +31,7 @@ class BlockingBreaker:
 
 def test_record_returns_while_the_breaker_is_still_recording() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker)
+    gate = LoopGate(breaker, linger_s=0)
     gate.record(failed=True)  # would hang here if recorded on the caller's thread
     assert breaker.busy.wait(10)
     assert breaker.recorded == []
@@ -42,7 +42,7 @@ def test_record_returns_while_the_breaker_is_still_recording() -> None:
 
 def test_outcomes_gathered_while_it_is_busy_reach_it_in_one_call() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker)
+    gate = LoopGate(breaker, linger_s=0)
     gate.record(failed=False)
     assert breaker.busy.wait(10)  # the first outcome is being recorded ...
     for failed in (True, False, True, False, False):
@@ -50,6 +50,17 @@ def test_outcomes_gathered_while_it_is_busy_reach_it_in_one_call() -> None:
     breaker.release.set()
     gate.flush()
     assert breaker.recorded == [(1, 0), (5, 2)]
+    gate.close()
+
+
+def test_it_lingers_so_that_outcomes_close_together_share_one_call() -> None:
+    breaker = BlockingBreaker()
+    breaker.release.set()  # an idle breaker: only the lingering can gather these
+    gate = LoopGate(breaker, linger_s=3600)
+    for failed in (True, False, False):
+        gate.record(failed=failed)
+    gate.flush()  # hands over at once, lingering or not
+    assert breaker.recorded == [(3, 1)]
     gate.close()
 
 
