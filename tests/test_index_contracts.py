@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
-from retrieval import pg_lexical, vocabulary
+from retrieval import pg_lexical, pg_vector, vocabulary
 from retrieval.cache import RedisResultCache, close_async_redis
 from retrieval.pg import LEXICAL_TAG, VECTOR_TAG, connection
 from retrieval.pg_lexical import PgLexicalIndex
@@ -155,6 +155,20 @@ async def test_postgres_vector_results_are_nearest_first_and_of_one_generation_o
     await ListingEmbedding.objects.filter(generation_id=second).adelete()
     assert await index.search(_unit(3), second, 5, 1000) == []
     assert {c.listing_id for c in await index.search(_unit(3), first, 5, 1000)} == ids_first
+
+
+async def test_postgres_reads_back_every_query_vector_value_exactly() -> None:
+    values = np.concatenate(
+        [
+            np.random.default_rng(7).normal(size=380),
+            [1e-38, -3.4e38, 1 / 3, -0.0],  # tiny, huge, no short decimal, signed zero
+        ]
+    ).astype(np.float32)
+    async with connection(1.0) as conn:
+        cursor = await conn.execute("SELECT %s::vector::real[]", [pg_vector.vector_text(values)])
+        row = await cursor.fetchone()
+    assert row is not None
+    assert np.array_equal(np.asarray(row[0], dtype=np.float32), values)
 
 
 # Both indexes, against a lock nobody releases.
