@@ -311,10 +311,15 @@ def main() -> None:
         started = time.perf_counter()
         base_records = records(2000, data_dir)
         built = build(args.listings, base_records, generation.pk)
+        with connection.cursor() as cursor:
+            # Huge pages change every figure here (docs/benchmarks.md): say which ran.
+            cursor.execute("SHOW huge_pages_status")
+            huge_pages = cursor.fetchone()[0]
         print(
             f"{'built' if built else 'reused'} {args.listings} listings in "
             f"{time.perf_counter() - started:.0f} s "
-            f"({'Open House London texts' if data_dir else 'generated texts'})"
+            f"({'Open House London texts' if data_dir else 'generated texts'}); "
+            f"Postgres huge pages {huge_pages}"
         )
         qs = queries(args.queries, base_records)
         embedder = get_embedder()
