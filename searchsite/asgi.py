@@ -1,10 +1,12 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
+
+from searchsite.handler import SearchASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
-
-application = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+application = SearchASGIHandler()
 
 
 def _warm_up() -> None:

@@ -1,0 +1,54 @@
+"""The ASGI handler (searchsite/handler.py): a search starts no thread, while every other
+path keeps Django's thread per request."""
+
+import threading
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from searchsite.handler import SearchASGIHandler
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=SearchASGIHandler())
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        yield client
+
+
+@pytest.fixture
+def thread_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def recording(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    return started
+
+
+@pytest.mark.parametrize("path", ["/api/search", "/"])
+async def test_a_search_starts_no_thread(
+    path: str, client: httpx.AsyncClient, indexed_listings: None, thread_starts: list[str]
+) -> None:
+    await client.get(path, params={"q": "organ"})  # the process's own threads start once
+    thread_starts.clear()
+    response = await client.get(path, params={"q": "jazz"})
+    assert response.status_code == 200
+    assert "jazz" in response.text.lower()
+    assert thread_starts == []
+
+
+async def test_other_paths_keep_a_thread_per_request(
+    client: httpx.AsyncClient, thread_starts: list[str]
+) -> None:
+    for _ in range(2):  # not only the first: each request gets its own
+        thread_starts.clear()
+        response = await client.get("/admin/login/")
+        assert response.status_code == 200
+        assert thread_starts, "a synchronous view ran without a thread of its request"
