@@ -306,3 +306,19 @@ def test_get_embedder_loads_once_per_process_from_env(
     monkeypatch.setattr(os, "getpid", lambda: parent_pid + 1)
     assert get_embedder() is not seen[0]
     assert loads == ["onnx", "onnx"]
+
+
+async def test_a_query_embedded_before_is_answered_without_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from retrieval.query_embedder import OnnxQueryEmbedder
+
+    first = await OnnxQueryEmbedder().embed("harbour walk at dawn")
+
+    async def no_thread(*args: object) -> None:
+        raise AssertionError("a cached query was sent to a thread")
+
+    monkeypatch.setattr("asyncio.to_thread", no_thread)
+    assert await OnnxQueryEmbedder().embed("harbour walk at dawn") is first
+    with pytest.raises(AssertionError, match="sent to a thread"):
+        await OnnxQueryEmbedder().embed("a query not seen before")

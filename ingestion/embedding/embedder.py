@@ -1,8 +1,8 @@
 """The sentence embedder shared by ingestion (document batches) and retrieval (single queries)."""
 
-import functools
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -35,7 +35,9 @@ class Embedder:
         self._encoder = encoder
         # Searches repeat (suggestions, paging, popular terms); a bounded cache keeps the hot
         # ones free without growing with every distinct query a process ever sees.
-        self._query = functools.lru_cache(maxsize=query_cache_size)(self._encode_query)
+        self._queries: OrderedDict[str, FloatArray] = OrderedDict()
+        self._queries_size = query_cache_size
+        self._queries_lock = threading.Lock()
 
     @classmethod
     def load(
@@ -60,7 +62,23 @@ class Embedder:
 
     def embed_query(self, text: str) -> FloatArray:
         """Shape (dimensions,); read-only because the same array is handed to every caller."""
-        return self._query(text)
+        vector = self.cached_query(text)
+        if vector is None:
+            vector = self._encode_query(text)
+            with self._queries_lock:
+                self._queries[text] = vector
+                if len(self._queries) > self._queries_size:
+                    self._queries.popitem(last=False)
+        return vector
+
+    def cached_query(self, text: str) -> FloatArray | None:
+        """The query's embedding if it is cached, without encoding anything: an event loop
+        can ask without sending the query to a thread."""
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+            return vector
 
     def embed_documents(self, texts: Sequence[str], batch_size: int = 32) -> FloatArray:
         """Shape (len(texts), dimensions), rows in the order of texts."""
