@@ -14,7 +14,11 @@ median search in a back-to-back run). The breaker hears of an outcome that much 
 its window is tens of seconds.
 
 `allow()` stays synchronous: it usually needs no round trip at all (see
-`SharedBreaker`), and its verdict is needed before the vector stage starts.
+`SharedBreaker`), and its verdict is needed before the vector stage starts. While Redis
+fails it never tries Redis again: a connection attempt to an unreachable server would hold
+the loop for the client's whole timeout. The thread's next hand-over tries instead, at
+most once per `redis_retry_s`, and finding Redis back switches every later `allow()` to
+the shared state.
 """
 
 import logging
@@ -28,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 class Breaker(Protocol):  # retrieval.vector_breaker.SharedBreaker
-    def allow(self) -> bool: ...
+    def allow(self, *, reconnect: bool = True) -> bool: ...
 
     def record_outcomes(self, calls: int, failures: int) -> None: ...
 
@@ -47,7 +51,7 @@ class LoopGate:
         threading.Thread(target=self._hand_over, name="vector-breaker", daemon=True).start()
 
     def allow(self) -> bool:
-        allowed = self.breaker.allow()
+        allowed = self.breaker.allow(reconnect=False)
         metrics.BREAKER_STATE.set(int(self.breaker.last_seen_state() != "closed"))
         return allowed
 

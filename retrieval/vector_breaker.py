@@ -135,14 +135,16 @@ class SharedBreaker:
         """False while this process falls back to its own breaker."""
         return self._local is None
 
-    def allow(self) -> bool:
+    def allow(self, *, reconnect: bool = True) -> bool:
         """Whether the vector stage may run now. After the cool-down, exactly one caller
-        across all processes is let through as the half-open probe."""
+        across all processes is let through as the half-open probe. With `reconnect`
+        False, a process that fell back to its own breaker answers from it without trying
+        Redis again (an event loop leaves that to a thread: see LoopGate)."""
         now = self._clock()
         known = self._known_verdict(now)
         if known is not None:
             return known
-        client = self._shared_client(now)
+        client = self._shared_client(now, reconnect=reconnect)
         if client is None:
             return self._allow_locally(now)
         try:
@@ -320,12 +322,13 @@ class SharedBreaker:
 
     # Falling back to this process's own breaker.
 
-    def _shared_client(self, now: float) -> redis.Redis | None:
+    def _shared_client(self, now: float, *, reconnect: bool = True) -> redis.Redis | None:
         """The client while Redis answers; None while it does not, except once per
-        `redis_retry_s`, when a read decides whether to switch back to the shared state."""
+        `redis_retry_s` when `reconnect`, when a read decides whether to switch back to the
+        shared state."""
         if self._local is None or self._redis is None:
             return self._redis
-        if now < self._retry_redis_at:
+        if now < self._retry_redis_at or not reconnect:
             return None
         try:
             self._read(self._redis)

@@ -16,8 +16,10 @@ class BlockingBreaker:
         self.busy = threading.Event()
         self.recorded: list[tuple[int, int]] = []
         self.state = state
+        self.reconnects: list[bool] = []
 
-    def allow(self) -> bool:
+    def allow(self, *, reconnect: bool = True) -> bool:
+        self.reconnects.append(reconnect)
         return self.state == "closed"
 
     def record_outcomes(self, calls: int, failures: int) -> None:
@@ -71,3 +73,11 @@ def test_allow_reports_the_state_it_saw() -> None:
     gate = LoopGate(BlockingBreaker("closed"))
     assert gate.allow()
     assert REGISTRY.get_sample_value("retrieval_vector_breaker_open") == 0
+
+
+def test_allow_leaves_reconnecting_to_redis_to_the_thread() -> None:
+    breaker = BlockingBreaker()
+    gate = LoopGate(breaker)
+    gate.allow()
+    assert breaker.reconnects == [False]
+    gate.close()

@@ -381,6 +381,21 @@ def test_it_switches_back_to_the_shared_state_when_redis_answers_again(
     assert breaker.state() == "closed"
 
 
+def test_without_reconnect_it_stays_on_its_own_until_outcomes_find_redis_back(
+    process: Callable[..., SharedBreaker], clock: FakeClock
+) -> None:
+    client = breaker_redis_client(settings.REDIS_URL)
+    breaker = process(client=client, redis_retry_s=5)
+    with redis_outage(client):
+        assert breaker.allow(reconnect=False)
+        assert not breaker.shared
+    clock.advance(5)
+    assert breaker.allow(reconnect=False)
+    assert not breaker.shared  # Redis answers, but allow() did not ask
+    breaker.record(failed=False)
+    assert breaker.shared
+
+
 def _run_in_threads(work: Callable[[SharedBreaker], None], breakers: list[SharedBreaker]) -> None:
     start = threading.Barrier(len(breakers))
     errors: list[BaseException] = []
