@@ -144,7 +144,9 @@ async def in_process(
 
     # A blocking client, although this is a coroutine: httpx's async client spends 0.5 ms
     # more per request in this process, and nothing else here needs the loop meanwhile.
-    client = httpx.Client(timeout=5)
+    # Connections idle across the other blocks are not reused: uvicorn closes them after
+    # 5 s, and a request sent as it does fails ("Server disconnected").
+    client = httpx.Client(timeout=5, limits=httpx.Limits(keepalive_expiry=1.0))
 
     async def http(q: str, keep: bool) -> None:
         started = time.perf_counter()
