@@ -359,7 +359,9 @@ def main() -> None:
                 await close_pools()
 
         with web_server() as api:
-            a, c, seq = asyncio.run(run())
+            import uvloop  # the web server's loop (searchsite.supervisor.web_argv)
+
+            a, c, seq = uvloop.run(run())
         b = a["http"]
         ours, single = statistics.median(a["ours"]), statistics.median(a["single"])
         print(f"(a) in-process hybrid     {ms(a['ours'])}   modes {a['modes']}")

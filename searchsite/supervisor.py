@@ -56,7 +56,7 @@ def worker_argv(queues: str, concurrency: int, hostname: str, loglevel: str = "I
 def web_argv(port: int, log_level: str = "info") -> list[str]:
     return [
         sys.executable, "-m", "uvicorn", "searchsite.asgi:application", "--host", "127.0.0.1",
-        "--port", str(port), "--lifespan", "off", "--log-level", log_level,
+        "--port", str(port), "--lifespan", "off", "--log-level", log_level, "--loop", "uvloop",
     ]  # fmt: skip
 
 
