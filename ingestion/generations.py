@@ -5,6 +5,7 @@ HNSW index covers only its own rows, so a search of generation N never sees vect
 another generation and a generation may use another model or dimension count.
 """
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -32,6 +33,8 @@ def create_generation(embedding_model: str, dimensions: int) -> IndexGeneration:
             f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(generation)} "
             f"ON ingestion_listing_embedding "
             f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
+            f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
+            f"ef_construction = {int(settings.SEARCH_HNSW_EF_CONSTRUCTION)}) "
             f"WHERE generation_id = {int(generation.pk)}"
         )
     return generation

@@ -1,4 +1,5 @@
-"""Configuration invariants of the search deadline, as Django system checks."""
+"""Configuration invariants of search (the deadline's budgets, HNSW bounds), as Django system
+checks."""
 
 from typing import Any
 
@@ -51,6 +52,16 @@ def check_search_budgets(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 "SEARCH_HNSW_EF_SEARCH must be between 1 and 1000",
                 hint="it bounds the cost of one HNSW search, which statement_timeout cannot cut",
                 id="retrieval.E006",
+            )
+        )
+    m, ef_construction = settings.SEARCH_HNSW_M, settings.SEARCH_HNSW_EF_CONSTRUCTION
+    if not (2 <= m <= 100 and 2 * m <= ef_construction <= 1000):
+        errors.append(
+            Error(
+                "SEARCH_HNSW_M must be between 2 and 100, and SEARCH_HNSW_EF_CONSTRUCTION "
+                "between 2 * SEARCH_HNSW_M and 1000",
+                hint="pgvector refuses to build an HNSW index outside these bounds",
+                id="retrieval.E007",
             )
         )
     return errors

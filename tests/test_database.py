@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test import override_settings
 
 from ingestion import generations
 from ingestion.models import IndexGeneration, Listing
@@ -81,6 +82,17 @@ def test_activation_switches_the_active_generation_and_keeps_the_old_one_ready()
     first.refresh_from_db()
     assert generations.active_generation() == second
     assert first.state == IndexGeneration.State.READY
+
+
+def test_a_generations_hnsw_index_is_built_as_configured() -> None:
+    with override_settings(SEARCH_HNSW_M=8, SEARCH_HNSW_EF_CONSTRUCTION=40):
+        generation = generations.create_generation("model-a", 3)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s",
+            [generations.hnsw_index_name(generation)],
+        )
+        assert sorted(cursor.fetchone()[0]) == ["ef_construction=40", "m=8"]
 
 
 def test_each_generation_gets_its_own_hnsw_index_over_its_rows_only() -> None:
