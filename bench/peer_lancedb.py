@@ -1,0 +1,140 @@
+"""Our hybrid search against LanceDB's, the peer issue 4 names, side by side in one run.
+
+    .venv/bin/pip install lancedb==0.40.0      # not a project dependency: this bench only
+    .venv/bin/python bench/peer_lancedb.py --data-dir /tmp/bench100k
+
+Both search the same 100,000 listings (the database `bench/search.py --data-dir` built,
+copied once into a LanceDB table beside it) with the same 200 queries and the same
+precomputed query embeddings, top 10 by reciprocal rank fusion of a full-text and a
+vector branch. LanceDB runs in this process: its native full-text index over title, venue
+and description, an IVF_HNSW_SQ cosine index on the vectors, `query_type="hybrid"`.
+Blocks and rounds as in bench/search.py: one round warms, two are kept, in opposite orders.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import SHARED_DATA, percentile, start
+from listings import records
+from search import FixedEmbedder, queries
+
+
+def ms(values: list[float]) -> str:
+    return (
+        f"p50 {statistics.median(values):6.2f}  p95 {percentile(values, 0.95):6.2f}  "
+        f"p99 {percentile(values, 0.99):6.2f} ms"
+    )
+
+
+def lance_table(directory: Path, generation: int) -> object:
+    """The listings as a LanceDB table with both indexes, built on the first run."""
+    import lancedb
+    import numpy as np
+    import pyarrow as pa
+    from django.db import connection
+    from lancedb.index import HnswSq
+
+    db = lancedb.connect(str(directory))
+    if "listings" in db.table_names():
+        return db.open_table("listings")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT l.id, l.title || ' ' || l.venue || ' ' || l.description, e.embedding::text"
+            " FROM ingestion_listing l JOIN ingestion_listing_embedding e"
+            " ON e.listing_id = l.id AND e.generation_id = %s WHERE l.status = 'active'",
+            [generation],
+        )
+        rows = cursor.fetchall()
+    vectors = np.array([np.array(v[1:-1].split(","), dtype=np.float32) for _, _, v in rows])
+    data = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "text": pa.array([r[1] for r in rows], pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(
+                pa.array(vectors.ravel(), pa.float32()), vectors.shape[1]
+            ),
+        }
+    )
+    table = db.create_table("listings", data)
+    table.create_fts_index("text")
+    table.create_index("vector", config=HnswSq(distance_type="cosine"))
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    args = parser.parse_args()
+    services = start(args.data_dir)
+    try:
+        import uvloop
+        from django.db import connection
+
+        from ingestion import generations
+        from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+
+        generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+        started = time.perf_counter()
+        table = lance_table(args.data_dir / "lance", generation.pk)
+        print(f"LanceDB table ready in {time.perf_counter() - started:.0f} s")
+        qs = queries(200, records(2000, SHARED_DATA if SHARED_DATA.exists() else None))
+        embedder = get_embedder()
+        embeddings = {q: embedder.embed_query(q) for q in set(qs)}
+        connection.close()
+        ours, theirs = uvloop.run(measure(qs, embeddings, table))
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        services.stop()
+    print(f"ours (hybrid_search)      {ms(ours)}")
+    print(f"LanceDB 0.40 hybrid       {ms(theirs)}")
+    print(f"ratio of p50s             {statistics.median(ours) / statistics.median(theirs):.2f}")
+
+
+async def measure(
+    qs: list[str], embeddings: dict[str, object], table: object
+) -> tuple[list[float], list[float]]:
+    import dataclasses
+
+    from retrieval.deadline import plan_budgets
+    from retrieval.hybrid import hybrid_search
+    from retrieval.pg import close_pools
+    from retrieval.query import parse_query
+    from retrieval.service import budget_policy, dependencies
+
+    deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
+    budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
+    figures: dict[str, list[float]] = {"ours": [], "theirs": []}
+
+    async def ours(q: str) -> float:
+        started = time.perf_counter()
+        await hybrid_search(parse_query(q, "10"), budgets, deps)
+        return (time.perf_counter() - started) * 1000
+
+    async def theirs(q: str) -> float:
+        started = time.perf_counter()
+        # Ids only, as our search returns: hydrating the listings is a later step for both.
+        hybrid = table.search(query_type="hybrid")  # type: ignore[attr-defined]
+        hybrid.vector(embeddings[q]).text(q).select(["id"]).limit(10).to_list()
+        return (time.perf_counter() - started) * 1000
+
+    blocks = [("ours", ours), ("theirs", theirs)]
+    try:
+        for round_number in range(3):
+            for name, block in blocks[::-1] if round_number == 2 else blocks:
+                for q in qs:
+                    elapsed = await block(q)
+                    if round_number > 0:
+                        figures[name].append(elapsed)
+    finally:
+        await close_pools()
+    return figures["ours"], figures["theirs"]
+
+
+if __name__ == "__main__":
+    main()
