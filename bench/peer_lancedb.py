@@ -18,16 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import SHARED_DATA, percentile, start
+from harness import SHARED_DATA, start
 from listings import records
-from search import FixedEmbedder, queries
-
-
-def ms(values: list[float]) -> str:
-    return (
-        f"p50 {statistics.median(values):6.2f}  p95 {percentile(values, 0.95):6.2f}  "
-        f"p99 {percentile(values, 0.99):6.2f} ms"
-    )
+from search import FixedEmbedder, ms, queries
 
 
 def lance_table(directory: Path, generation: int) -> object:
