@@ -1,11 +1,12 @@
-"""The ASGI handler (searchsite/handler.py): a search starts no thread, while every other
-path keeps Django's thread per request."""
+"""The ASGI handler (searchsite/handler.py): an anonymous search starts no thread, while a
+search with a session, and every other path, keeps Django's thread per request."""
 
 import threading
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from django.conf import settings
 
 from searchsite.handler import SearchASGIHandler
 
@@ -42,6 +43,17 @@ async def test_a_search_starts_no_thread(
     assert response.status_code == 200
     assert "jazz" in response.text.lower()
     assert thread_starts == []
+
+
+async def test_a_search_with_a_session_keeps_a_thread_of_its_own(
+    client: httpx.AsyncClient, indexed_listings: None, thread_starts: list[str]
+) -> None:
+    client.cookies.set(settings.SESSION_COOKIE_NAME, "a-session-key")
+    for _ in range(2):  # not only the first: each request gets its own
+        thread_starts.clear()
+        response = await client.get("/api/search", params={"q": "jazz"})
+        assert response.status_code == 200
+        assert thread_starts, "a session was read on the process-wide thread"
 
 
 async def test_other_paths_keep_a_thread_per_request(
