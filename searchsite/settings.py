@@ -97,11 +97,19 @@ def _database(url: str) -> dict[str, object]:
 DATABASES = {"default": _database(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Sessions live in this cache. A stalled Redis held a request for redis-py's default 5 s;
+# after this timeout a session that cannot be read is treated as none (Django's cache
+# session backend does that on any error), and the request goes on as anonymous.
+CACHE_SOCKET_TIMEOUT_S = env_float("CACHE_SOCKET_TIMEOUT_S", 0.5)
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "searchsite",
+        "OPTIONS": {
+            "socket_timeout": CACHE_SOCKET_TIMEOUT_S,
+            "socket_connect_timeout": CACHE_SOCKET_TIMEOUT_S,
+        },
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.cache"

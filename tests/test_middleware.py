@@ -2,12 +2,16 @@
 sends no hook to Django's sync thread, and the hooks that write still do, so a login made
 over ASGI is saved and a staff member's next search shows its stage timings."""
 
+import asyncio
 import json
+import socket
+import time
 
 import pytest
 from asgiref import sync
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import AsyncClient
+from django.test import AsyncClient, override_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,3 +53,28 @@ async def test_a_login_over_asgi_is_saved_and_staff_see_stage_timings(
     assert {"lexical_ms", "total_ms"} <= body["timings_ms"].keys()
     anonymous = json.loads((await AsyncClient().get("/api/search", {"q": "jazz"})).content)
     assert "timings_ms" not in anonymous
+
+
+async def test_a_session_that_redis_cannot_serve_in_time_leaves_an_anonymous_search(
+    indexed_listings: None,
+) -> None:
+    """A cache that accepts the connection and never answers: the session cannot be read,
+    and after the cache's socket timeout the search goes on without it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel completes connections; nobody ever reads them
+        cache = {
+            **settings.CACHES["default"],
+            "LOCATION": f"redis://127.0.0.1:{silent.getsockname()[1]}/0",
+        }
+        with override_settings(CACHES={"default": cache}):
+            client = AsyncClient()
+            client.cookies[settings.SESSION_COOKIE_NAME] = "a-session-key"
+            started = time.monotonic()
+            response = await asyncio.wait_for(client.get("/api/search", {"q": "jazz"}), 30)
+            waited_s = time.monotonic() - started
+    assert response.status_code == 200
+    body = json.loads(response.content)
+    assert body["results"]
+    assert "timings_ms" not in body
+    assert waited_s < 4 * settings.CACHE_SOCKET_TIMEOUT_S  # redis-py alone waits 5 s
