@@ -32,3 +32,19 @@ def assert_well_formed_calendar(result: ParseResult) -> None:
     assert all(draft.starts_at and draft.starts_at.tzinfo for draft in result.drafts)
     assert all(draft.ends_at and draft.ends_at.tzinfo for draft in result.drafts)
     assert all(bad.reason for bad in result.bad)
+
+
+class FakeClock:
+    """A clock a test moves by hand, so that nothing waits on real time."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def advance_ms(self, ms: float) -> None:
+        self.advance(ms / 1000)

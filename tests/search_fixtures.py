@@ -1,6 +1,12 @@
 """Indexed listings for search tests, embedded with the real model."""
 
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
 from django.db import transaction
+from django.test import AsyncClient
 from django.utils import timezone
 
 from ingestion import generations
@@ -34,3 +40,22 @@ def index_listings() -> None:
     while embed_pending_batch():
         pass
     service.forget_active_generation()
+
+
+async def search_json(client: AsyncClient, **params: str) -> dict:
+    """`GET /api/search` with `params`, which must answer 200; its JSON body."""
+    response = await client.get("/api/search", params)
+    assert response.status_code == 200, response.content
+    return json.loads(response.content)
+
+
+@asynccontextmanager
+async def embeddings_locked(url: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
+    holder = await psycopg.AsyncConnection.connect(url)
+    try:
+        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+        yield holder
+    finally:
+        await holder.rollback()
+        await holder.close()

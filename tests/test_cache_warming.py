@@ -2,11 +2,7 @@
 cache; the next timed-out search is served from it, until a new generation is active."""
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
-import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
@@ -19,26 +15,9 @@ from retrieval.cache import cache_key
 from retrieval.query import parse_query
 from searchsite.redis_client import get_redis
 from tests.conftest import start_worker, stop_worker, wait_until
-from tests.search_fixtures import index_listings
+from tests.search_fixtures import embeddings_locked, index_listings, search_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-@asynccontextmanager
-async def _embeddings_locked(url: str) -> AsyncIterator[None]:
-    holder = await psycopg.AsyncConnection.connect(url)
-    try:
-        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
-        yield
-    finally:
-        await holder.rollback()
-        await holder.close()
-
-
-async def _search(client: AsyncClient, q: str) -> dict:
-    response = await client.get("/api/search", {"q": q})
-    assert response.status_code == 200, response.content
-    return json.loads(response.content)
 
 
 def _new_active_generation() -> None:
@@ -56,10 +35,12 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     await sync_to_async(index_listings)()
     redis = get_redis()
     redis.delete("warming")
-    await _search(async_client, "warm up")  # imports, pools and the model load: not measured
+    await search_json(async_client, q="warm up")  # imports, pools and the model load: not measured
 
-    async with _embeddings_locked(test_database_url):
-        bodies = await asyncio.gather(*(_search(async_client, "jazz night") for _ in range(20)))
+    async with embeddings_locked(test_database_url):
+        bodies = await asyncio.gather(
+            *(search_json(async_client, q="jazz night") for _ in range(20))
+        )
     assert {body["mode"] for body in bodies} == {"lexical_fallback"}
     assert any("vector_timeout" in body["reasons"] for body in bodies)
     assert redis.llen("warming") == 1  # twenty timeouts, one task
@@ -73,8 +54,8 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     finally:
         await sync_to_async(stop_worker)(worker)
 
-    async with _embeddings_locked(test_database_url):
-        body = await _search(async_client, "  JAZZ   Night ")
+    async with embeddings_locked(test_database_url):
+        body = await search_json(async_client, q="  JAZZ   Night ")
     assert body["mode"] == "cache_fallback"
     assert body["degraded"] is True
     assert body["cache_age_s"] is not None
@@ -82,6 +63,6 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
 
     await sync_to_async(_new_active_generation)()
     service.forget_active_generation()
-    async with _embeddings_locked(test_database_url):
-        body = await _search(async_client, "jazz night")
+    async with embeddings_locked(test_database_url):
+        body = await search_json(async_client, q="jazz night")
     assert body["mode"] == "lexical_fallback"

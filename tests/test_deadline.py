@@ -13,21 +13,11 @@ from retrieval.deadline import (
     plan_budgets,
 )
 from retrieval.query import BadQueryError
+from tests.factories import FakeClock
 
 POLICY = BudgetPolicy(
     objective_ms=800, caller_cap_ms=5000, reserve_ms=100, vector_budget_ms=400, min_vector_ms=50
 )
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance_ms(self, ms: float) -> None:
-        self.now += ms / 1000
 
 
 def test_a_deadline_counts_down_on_its_clock() -> None:

@@ -27,6 +27,7 @@ from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.protocols import ResultCache
 from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
+from tests.factories import FakeClock
 from tests.retrieval_fakes import FixedLexical, FixedVector, MemoryCache
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -272,13 +273,13 @@ async def test_a_cache_misses_then_returns_what_was_put(cache: ResultCache) -> N
 
 
 async def test_the_redis_cache_writes_a_key_again_only_after_a_while() -> None:
-    now = [1000.0]
-    cache = RedisResultCache(60, clock=lambda: now[0])
+    clock = FakeClock()
+    cache = RedisResultCache(60, clock=clock)
     key = "searchsite:results:rewrite"
     await cache.put(key, CachedRanking([1, 2], 1, 1.0))
     await cache.put(key, CachedRanking([2, 1], 1, 2.0))  # 0 s later: not written
     assert await cache.get(key) == CachedRanking([1, 2], 1, 1.0)
-    now[0] += 60
+    clock.advance(60)
     await cache.put(key, CachedRanking([2, 1], 1, 3.0))
     assert await cache.get(key) == CachedRanking([2, 1], 1, 3.0)
 

@@ -9,16 +9,9 @@ from ingestion.demo import DEMO_DIR
 from ingestion.models import Poll, Source
 from ingestion.polling import poll_source
 from ingestion.scheduling import claim_due_sources
+from tests.factories import FakeClock
 
 pytestmark = pytest.mark.django_db
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _file_source(path: Path, kind: str = Source.Kind.FEED) -> Source:
@@ -40,7 +33,7 @@ def test_a_local_file_source_is_polled_and_an_unchanged_file_is_not_reapplied() 
 @override_settings(SOURCE_BREAKER_MIN_CALLS=3, SOURCE_BREAKER_FAILURE_RATIO=1.0)
 def test_failures_open_the_breaker_and_an_open_breaker_skips_the_fetch(tmp_path: Path) -> None:
     source = _file_source(tmp_path / "missing.xml")
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     statuses = []
     for _ in range(4):
         statuses.append(poll_source(source.pk, clock=clock).status)
@@ -58,7 +51,7 @@ def test_failures_open_the_breaker_and_an_open_breaker_skips_the_fetch(tmp_path:
 def test_after_the_cooldown_one_successful_probe_closes_the_breaker(tmp_path: Path) -> None:
     path = tmp_path / "feed.xml"
     source = _file_source(path)
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     assert poll_source(source.pk, clock=clock).status == Poll.Status.FAILED
     path.write_bytes((DEMO_DIR / "publisher-feed.xml").read_bytes())
     clock.now += 30

@@ -1,26 +1,19 @@
 """The search API end to end on real Postgres, pgvector, Valkey and the real model."""
 
-import json
-
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from retrieval import vocabulary
+from tests.search_fixtures import search_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def _search(client: AsyncClient, **params: str) -> dict:
-    response = await client.get("/api/search", params)
-    assert response.status_code == 200, response.content
-    return json.loads(response.content)
 
 
 async def test_a_search_is_hybrid_and_says_so(
     async_client: AsyncClient, indexed_listings: None
 ) -> None:
-    body = await _search(async_client, q="jazz", timeout_ms="2000")
+    body = await search_json(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
     assert body["degraded"] is False
     assert body["reasons"] == []
@@ -34,7 +27,7 @@ async def test_a_search_is_hybrid_and_says_so(
 async def test_meaning_finds_what_words_do_not(
     async_client: AsyncClient, indexed_listings: None
 ) -> None:
-    body = await _search(async_client, q="learn to make bread", timeout_ms="2000")
+    body = await search_json(async_client, q="learn to make bread", timeout_ms="2000")
     assert body["results"][0]["title"] == "Sourdough baking class"
 
 
@@ -55,7 +48,7 @@ async def test_bad_queries_get_a_clear_400(async_client: AsyncClient, q: str, me
 async def test_hostile_queries_get_a_normal_answer(
     async_client: AsyncClient, indexed_listings: None, q: str
 ) -> None:
-    body = await _search(async_client, q=q, timeout_ms="2000")
+    body = await search_json(async_client, q=q, timeout_ms="2000")
     assert body["mode"] in {"hybrid", "lexical_fallback", "cache_fallback"}
 
 
@@ -64,6 +57,6 @@ async def test_a_misspelt_title_is_corrected_from_the_vocabulary(
 ) -> None:
     await sync_to_async(vocabulary.refresh)()
 
-    body = await _search(async_client, q="sourdoguh", timeout_ms="2000")
+    body = await search_json(async_client, q="sourdoguh", timeout_ms="2000")
     assert body["results"][0]["title"] == "Sourdough baking class"
     assert "lexical" in body["results"][0]["matched"]

@@ -18,14 +18,9 @@ from hypothesis import strategies as st
 from retrieval import service
 from retrieval.cache import close_async_redis
 from searchsite.embedded import valkey
+from tests.search_fixtures import search_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def _body(client: AsyncClient, q: str) -> dict:
-    response = await client.get("/api/search", {"q": q, "timeout_ms": "3000"})
-    assert response.status_code == 200, response.content
-    return json.loads(response.content)
 
 
 @pytest.mark.slow
@@ -44,7 +39,7 @@ async def test_a_breaker_opened_in_another_process_is_open_here(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
     )
     assert other.stdout.strip() == "open", other.stderr
-    body = await _body(async_client, "jazz")
+    body = await search_json(async_client, q="jazz", timeout_ms="3000")
     assert body["mode"] == "lexical_fallback"
     assert body["reasons"] == ["breaker_open"]
 
@@ -58,11 +53,11 @@ async def test_searches_still_answer_with_redis_stopped(
     service.forget_wiring()
     await close_async_redis()
     try:
-        assert (await _body(async_client, "jazz"))["mode"] == "hybrid"
+        assert (await search_json(async_client, q="jazz", timeout_ms="3000"))["mode"] == "hybrid"
     finally:
         await sync_to_async(valkey.stop)(tmp_path)
     for query in ("jazz", "bread", "organ"):
-        body = await _body(async_client, query)
+        body = await search_json(async_client, q=query, timeout_ms="3000")
         assert body["results"]
         assert body["mode"] in {"hybrid", "lexical_fallback"}
     service.forget_wiring()
@@ -74,8 +69,8 @@ async def test_query_text_reaches_neither_metrics_nor_logs(
 ) -> None:
     secret = f"zq{uuid.uuid4().hex}"
     caplog.set_level(logging.DEBUG)
-    await _body(async_client, f"jazz {secret}")
-    await _body(async_client, f'"{secret}')
+    await search_json(async_client, q=f"jazz {secret}", timeout_ms="3000")
+    await search_json(async_client, q=f'"{secret}', timeout_ms="3000")
     metrics = (await async_client.get("/metrics")).content.decode()
     assert "retrieval_started" in metrics
     assert secret not in metrics

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.test import AsyncClient
 
 from retrieval.pg import VECTOR_TAG
-from tests.search_fixtures import index_listings
+from tests.search_fixtures import embeddings_locked, index_listings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SEARCHES = 50
@@ -29,11 +29,8 @@ async def locked_embeddings(
     # One search first: a process's first request pays for imports, the model load and the
     # pool's connections, which is not what this test measures.
     assert (await async_client.get("/api/search", {"q": "warm up"})).status_code == 200
-    holder = await psycopg.AsyncConnection.connect(test_database_url)
-    await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
-    yield holder
-    await holder.rollback()
-    await holder.close()
+    async with embeddings_locked(test_database_url) as holder:
+        yield holder
 
 
 async def _vector_statements_running(observer: psycopg.AsyncConnection, holder_pid: int) -> int:

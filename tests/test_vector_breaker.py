@@ -14,24 +14,14 @@ from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from searchsite.breaker import Breaker, BreakerPolicy, record
 from searchsite.breaker import trips as window_trips
 from searchsite.redis_client import get_redis
+from tests.factories import FakeClock
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(1_700_000_000.0)  # wall time: bucket indices of today's size
 
 
 @pytest.fixture
