@@ -52,6 +52,7 @@ async def _configure(conn: AsyncConnection) -> None:
     # planner can pick that generation's partial HNSW index, and a generic plan could not.
     conn.prepare_threshold = None
     await conn.set_autocommit(True)
+    prepared = set()
     for name, text in _to_prepare.items():
         try:
             # Preparing takes the table's lock: behind a migration's lock, a new connection
@@ -59,8 +60,9 @@ async def _configure(conn: AsyncConnection) -> None:
             await conn.execute(f"SET LOCAL lock_timeout = '{PREPARE_LOCK_TIMEOUT}'; {text}")
         except psycopg.Error as exc:
             logger.warning("could not prepare %s: %s", name, exc.sqlstate)
-    cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
-    _prepared[conn] = frozenset(row[0] for row in await cursor.fetchall())
+        else:
+            prepared.add(name)
+    _prepared[conn] = frozenset(prepared)
 
 
 def conninfo() -> str:
@@ -118,13 +120,14 @@ async def fetch_with_local_settings(
     tag: str,
     statement: str,
     params: dict[str, object],
-    local: dict[str, str],
-    timeout_s: float,
+    timeout_ms: float,
     *,
+    local: dict[str, str] | None = None,
     prepared: tuple[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Rows of `statement`, run with transaction-local `local` settings (statement_timeout
-    above all), in one round trip.
+    """Rows of `statement`, run within `timeout_ms` (its wait for a pooled connection, and
+    its own `statement_timeout`) and with the transaction-local settings `local`, in one
+    round trip. The server's timeout raises StageTimeoutError.
 
     The settings and the statement travel as one simple-protocol message, which Postgres
     runs as one implicit transaction: the settings hold for the statement and end with it,
@@ -140,16 +143,20 @@ async def fetch_with_local_settings(
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
     connection that has that name prepared (see `prepare_on_connect`).
     """
+    transaction_local = {"statement_timeout": _timeout_setting(timeout_ms), **(local or {})}
     bound = dict(params)
-    for number, (name, value) in enumerate(local.items()):
+    for number, (name, value) in enumerate(transaction_local.items()):
         bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
-    async with connection(timeout_s) as conn:
-        if prepared is not None and prepared[0] in _prepared.get(conn, ()):
-            statement = prepared[1]
-        cursor = AsyncClientCursor(conn)
-        await cursor.execute(_message(tag, statement, len(local)), bound)
-        cursor.nextset()  # past the settings' own row
-        return await cursor.fetchall()
+    try:
+        async with connection(timeout_ms / 1000) as conn:
+            if prepared is not None and prepared[0] in _prepared.get(conn, ()):
+                statement = prepared[1]
+            cursor = AsyncClientCursor(conn)
+            await cursor.execute(_message(tag, statement, len(transaction_local)), bound)
+            cursor.nextset()  # past the settings' own row
+            return await cursor.fetchall()
+    except QueryCanceled as exc:  # statement_timeout: cancellations by us arrive as such
+        raise StageTimeoutError(str(exc)) from exc
 
 
 @lru_cache(maxsize=64)
@@ -163,14 +170,6 @@ def _message(tag: str, statement: str, settings: int) -> str:
     return f"/* {tag} */ SELECT {setters}; {statement}"
 
 
-@asynccontextmanager
-async def server_timeouts_as_stage_timeouts() -> AsyncIterator[None]:
-    try:
-        yield
-    except QueryCanceled as exc:  # statement_timeout: cancellations by us arrive as such
-        raise StageTimeoutError(str(exc)) from exc
-
-
-def timeout_setting(timeout_ms: float) -> str:
+def _timeout_setting(timeout_ms: float) -> str:
     # statement_timeout takes whole milliseconds; 0 would mean "no limit".
     return f"{max(1, int(timeout_ms))}ms"

@@ -11,13 +11,7 @@ p99 17 -> 8.4 ms of server time at 100,000 listings). A server-side statement_ti
 the backstop if the plan ever goes wrong.
 """
 
-from retrieval.pg import (
-    LEXICAL_TAG,
-    fetch_with_local_settings,
-    prepare_on_connect,
-    server_timeouts_as_stage_timeouts,
-    timeout_setting,
-)
+from retrieval.pg import LEXICAL_TAG, fetch_with_local_settings, prepare_on_connect
 from retrieval.types import Candidate, Query
 
 POOL = 1000
@@ -74,16 +68,15 @@ WHERE best.word <> t.term
 
 class PgLexicalIndex:
     async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        async with server_timeouts_as_stage_timeouts():
-            found = await _search(_WEBSEARCH, query.text, limit, timeout_ms)
-            # "Did you mean": only a query that finds nothing pays for spelling correction;
-            # near misses among partial matches are the vector stage's to find.
-            if found or not query.normalised:
-                return found
-            corrected = await _corrections(query.normalised.split(), timeout_ms)
-            if not corrected:
-                return found
-            return await _search(_ANY_OF, " | ".join(corrected), limit, timeout_ms)
+        found = await _search(_WEBSEARCH, query.text, limit, timeout_ms)
+        # "Did you mean": only a query that finds nothing pays for spelling correction;
+        # near misses among partial matches are the vector stage's to find.
+        if found or not query.normalised:
+            return found
+        corrected = await _corrections(query.normalised.split(), timeout_ms)
+        if not corrected:
+            return found
+        return await _search(_ANY_OF, " | ".join(corrected), limit, timeout_ms)
 
 
 async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
@@ -91,8 +84,7 @@ async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> lis
         LEXICAL_TAG,
         _STATEMENTS[tsquery],
         {"text": text, "pool": POOL, "limit": limit},
-        {"statement_timeout": timeout_setting(timeout_ms)},
-        timeout_ms / 1000,
+        timeout_ms,
         prepared=_PREPARED[tsquery],
     )
     return [Candidate(int(row[0]), float(row[1])) for row in rows]
@@ -108,8 +100,7 @@ async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
         LEXICAL_TAG,
         _CORRECTIONS,
         {"terms": terms},
-        {"statement_timeout": timeout_setting(timeout_ms)},
-        timeout_ms / 1000,
+        timeout_ms,
     )
     # Each corrected word is quoted as one tsquery lexeme source, so nothing in it can act
     # as an operator.

@@ -13,12 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
-from retrieval.pg import (
-    VECTOR_TAG,
-    fetch_with_local_settings,
-    server_timeouts_as_stage_timeouts,
-    timeout_setting,
-)
+from retrieval.pg import VECTOR_TAG, fetch_with_local_settings
 from retrieval.types import Candidate
 
 # The generation and the dimension are inlined as literals: only then can the planner match
@@ -55,16 +50,12 @@ class PgVectorIndex:
         timeout_ms: float,
     ) -> list[Candidate]:
         statement = _SEARCH.format(dims=int(embedding.shape[0]), generation=int(generation))
-        async with server_timeouts_as_stage_timeouts():
-            rows = await fetch_with_local_settings(
-                VECTOR_TAG,
-                statement,
-                {"embedding": vector_text(embedding), "limit": limit},
-                {
-                    "statement_timeout": timeout_setting(timeout_ms),
-                    "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
-                },
-                timeout_ms / 1000,
-            )
+        rows = await fetch_with_local_settings(
+            VECTOR_TAG,
+            statement,
+            {"embedding": vector_text(embedding), "limit": limit},
+            timeout_ms,
+            local={"hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH)},
+        )
         # Cosine distance to a similarity, so higher is better like every other score.
         return [Candidate(int(row[0]), 1.0 - float(row[1])) for row in rows]
