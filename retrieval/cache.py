@@ -10,6 +10,7 @@ loop's time at the median, measured), for an entry that only ever serves fallbac
 whose ids are re-read from Postgres and merged with fresh lexical hits when it does."""
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -75,21 +76,14 @@ class RedisResultCache:
             return None
         if raw is None:
             return None
-        data = json.loads(raw)
-        return CachedRanking(data["ranking"], data["generation"], data["created_at"])
+        return CachedRanking(**json.loads(raw))
 
     async def put(self, key: str, ranking: CachedRanking) -> None:
         now = self._clock()
         written_at = self._written.get(key)
         if written_at is not None and now - written_at < self._rewrite_after_s:
             return
-        payload = json.dumps(
-            {
-                "ranking": ranking.ranking,
-                "generation": ranking.generation,
-                "created_at": ranking.created_at,
-            }
-        )
+        payload = json.dumps(dataclasses.asdict(ranking))
         try:
             await async_redis().set(key, payload, ex=settings.SEARCH_CACHE_TTL_S)
         except (RedisError, OSError):

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,14 @@ from retrieval import metrics
 from retrieval.cache import cache_key
 from retrieval.deadline import Budgets, Deadline
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.protocols import LexicalIndex, QueryEmbedder, ResultCache, VectorIndex
+from retrieval.protocols import (
+    Admission,
+    Gate,
+    LexicalIndex,
+    QueryEmbedder,
+    ResultCache,
+    VectorIndex,
+)
 from retrieval.types import (
     CachedRanking,
     Candidate,
@@ -36,20 +43,6 @@ from retrieval.types import (
 
 # How many candidates each branch contributes to fusion, per result asked for.
 CANDIDATES_PER_RESULT = 3
-
-
-class Gate(Protocol):
-    def allow(self) -> bool: ...
-
-    def record(self, *, failed: bool) -> None: ...
-
-
-class Held(Protocol):
-    def release(self) -> None: ...
-
-
-class Admission(Protocol):
-    def try_acquire(self) -> Held | None: ...
 
 
 @dataclass

@@ -5,6 +5,7 @@ The task carries only the cache key; the query text waits in Redis beside it, so
 appears in a broker message or in Celery's logs."""
 
 import asyncio
+import dataclasses
 import json
 
 from redis.exceptions import RedisError
@@ -34,13 +35,7 @@ async def schedule_warming(key: str, query: Query) -> None:
         if not first:
             metrics.WARMING.labels(event="deduplicated").inc()
             return
-        job = {
-            "text": query.text,
-            "normalised": query.normalised,
-            "k": query.k,
-            "query_class": query.query_class,
-        }
-        await client.set(job_key(key), json.dumps(job), ex=JOB_TTL_S)
+        await client.set(job_key(key), json.dumps(dataclasses.asdict(query)), ex=JOB_TTL_S)
     except (RedisError, OSError):
         metrics.WARMING.labels(event="failed").inc()
         return
@@ -53,5 +48,4 @@ async def schedule_warming(key: str, query: Query) -> None:
 def load_job(raw: bytes | None) -> Query | None:
     if raw is None:
         return None
-    data = json.loads(raw)
-    return Query(data["text"], data["normalised"], data["k"], data["query_class"])
+    return Query(**json.loads(raw))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from retrieval.admission import AdmissionLimit
 from retrieval.hybrid import Dependencies
 from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
 
@@ -103,26 +104,6 @@ class Gate:
         self.outcomes.append(failed)
 
 
-class Slot:
-    def __init__(self, owner: "Slots") -> None:
-        self.owner = owner
-
-    def release(self) -> None:
-        self.owner.in_flight -= 1
-
-
-@dataclass
-class Slots:
-    limit: int = 10
-    in_flight: int = 0
-
-    def try_acquire(self) -> Slot | None:
-        if self.in_flight >= self.limit:
-            return None
-        self.in_flight += 1
-        return Slot(self)
-
-
 @dataclass
 class WarmRecorder:
     keys: list[str] = field(default_factory=list)
@@ -137,7 +118,7 @@ def dependencies(
     *,
     cache: MemoryCache | None = None,
     gate: Gate | None = None,
-    slots: Slots | None = None,
+    slots: AdmissionLimit | None = None,
     warm: WarmRecorder | None = None,
     generation: int | None = 1,
 ) -> Dependencies:
@@ -151,7 +132,7 @@ def dependencies(
         cache=cache or MemoryCache(),
         active_generation=active,
         breaker=gate or Gate(),
-        admission=slots or Slots(),
+        admission=slots or AdmissionLimit(10),
         warm=warm or WarmRecorder(),
         clock=time.monotonic,
     )

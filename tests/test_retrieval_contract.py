@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
+from retrieval.admission import AdmissionLimit
 from retrieval.cache import cache_key
 from retrieval.deadline import BudgetPolicy, plan_budgets
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
@@ -16,7 +17,6 @@ from tests.retrieval_fakes import (
     FixedVector,
     Gate,
     MemoryCache,
-    Slots,
     WarmRecorder,
     dependencies,
 )
@@ -130,14 +130,14 @@ async def test_an_open_breaker_skips_the_vector_stage_at_once() -> None:
 
 async def test_a_full_admission_limit_sheds_the_vector_stage() -> None:
     vector = FixedVector([2])
-    deps = dependencies(FixedLexical([1]), vector, slots=Slots(limit=0))
+    deps = dependencies(FixedLexical([1]), vector, slots=AdmissionLimit(0))
     outcome = await hybrid_search(QUERY, BUDGETS, deps)
     assert outcome.reasons == [Reason.SHED]
     assert vector.probe.calls == 0
 
 
 async def test_the_admission_slot_is_released_when_the_stage_ends() -> None:
-    slots = Slots(limit=1)
+    slots = AdmissionLimit(1)
     deps = dependencies(FixedLexical([1]), FixedVector([], stall=True), slots=slots)
     await hybrid_search(QUERY, BUDGETS, deps)
     await asyncio.sleep(0)  # let the cancelled stage's done-callback run
