@@ -46,7 +46,16 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from searchsite.breaker import Breaker, BreakerPolicy, State, admit, record, trips
+from searchsite.breaker import (
+    Breaker,
+    BreakerPolicy,
+    State,
+    admit,
+    opened,
+    record,
+    record_many,
+    trips,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +315,7 @@ class SharedBreaker:
     def _trip(self, shared: _Shared, epoch: int, now: float) -> tuple[None, _Shared]:
         if shared.breaker.state != "closed" or shared.epoch != epoch:
             return None, shared  # another process tripped it first
-        return None, _moved_to(shared, Breaker(state="open", opened_at=now))
+        return None, _moved_to(shared, opened(now))
 
     def _bucket(self, now: float) -> int:
         return math.floor(now / self._bucket_s)
@@ -367,8 +376,9 @@ class SharedBreaker:
             if self._local is None:
                 return
             # Failures first: a half-open probe among them settles as failed, as shared.
-            for number in range(calls):
-                self._local = record(self._local, self._policy, now, failed=number < failures)
+            self._local = record_many(
+                self._local, self._policy, now, calls=calls, failures=failures
+            )
 
 
 def _sums(counts: list[_Raw], buckets: int) -> tuple[int, int]:

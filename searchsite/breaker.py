@@ -80,18 +80,34 @@ def admit(breaker: Breaker, policy: BreakerPolicy, now: float) -> tuple[bool, Br
 
 def record(breaker: Breaker, policy: BreakerPolicy, now: float, *, failed: bool) -> Breaker:
     """Fold one call's outcome into the breaker."""
-    if breaker.state == "half_open":
-        if failed:
-            return Breaker(state="open", opened_at=now)
-        return Breaker()
-    if breaker.state == "open":
-        return breaker  # a straggler that started before the breaker opened
-    recent = tuple(o for o in breaker.outcomes if now - o[0] < policy.window_s)
-    recent += ((now, failed),)
-    failures = sum(1 for _, was_failure in recent if was_failure)
-    if trips(len(recent), failures, policy):
-        return Breaker(state="open", opened_at=now)
-    return replace(breaker, outcomes=recent)
+    return record_many(breaker, policy, now, calls=1, failures=int(failed))
+
+
+def record_many(
+    breaker: Breaker, policy: BreakerPolicy, now: float, *, calls: int, failures: int
+) -> Breaker:
+    """Fold in `calls` outcomes at `now`, the first `failures` of them failed: the same
+    breaker as `record` once per outcome, for one pass over the window instead of one per
+    outcome (a process that lost Redis hands over many at a time)."""
+    for number in range(calls):
+        if breaker.state == "open":
+            return breaker  # stragglers that started before the breaker opened
+        if breaker.state == "half_open":  # the probe's outcome settles it
+            breaker = opened(now) if number < failures else Breaker()
+            continue
+        recent = [o for o in breaker.outcomes if now - o[0] < policy.window_s]
+        failed = sum(1 for _, was_failure in recent if was_failure)
+        for later in range(number, calls):
+            recent.append((now, later < failures))
+            failed += later < failures
+            if trips(len(recent), failed, policy):
+                return opened(now)
+        return replace(breaker, outcomes=tuple(recent))
+    return breaker
+
+
+def opened(now: float) -> Breaker:
+    return Breaker(state="open", opened_at=now)
 
 
 def trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:

@@ -1,6 +1,8 @@
 """The breaker's state machine, driven by an explicit clock."""
 
-from searchsite.breaker import Breaker, BreakerPolicy, admit, record
+import random
+
+from searchsite.breaker import Breaker, BreakerPolicy, admit, record, record_many
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)
 
@@ -56,3 +58,20 @@ def test_it_round_trips_through_json() -> None:
     breaker = _after([True, False])
     assert Breaker.from_json(breaker.to_json()) == breaker
     assert Breaker.from_json(None) == Breaker()
+
+
+def test_outcomes_folded_in_at_once_give_the_breaker_folding_them_one_by_one_gives() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        breaker, now = Breaker(), 0.0
+        for _ in range(rng.randint(1, 8)):
+            now += rng.choice([0.0, 5.0, 40.0])
+            if breaker.state == "open" and rng.random() < 0.5:
+                _, breaker = admit(breaker, POLICY, now + POLICY.cooldown_s)
+            calls = rng.randint(1, 6)
+            failures = rng.randint(0, calls)
+            one_by_one = breaker
+            for number in range(calls):
+                one_by_one = record(one_by_one, POLICY, now, failed=number < failures)
+            breaker = record_many(breaker, POLICY, now, calls=calls, failures=failures)
+            assert breaker == one_by_one
