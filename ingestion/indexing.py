@@ -10,6 +10,7 @@ the upsert only ever moves a vector forward in content version.
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from pgvector import Vector
@@ -57,17 +58,20 @@ class _Claim:
     age_s: float | None
 
 
-def embed_pending_batch(batch_size: int = 128) -> int:
-    """Embed one claim of pending (listing, generation) pairs; returns how many. A claim of
-    128 is embedded in length-sorted batches of 32, which pads far less than taking 32 in
-    arrival order (111 against 184 listings/s in bench/embed.py)."""
+def embed_pending_batch(batch_size: int | None = None) -> int:
+    """Embed one claim of pending (listing, generation) pairs, EMBED_BATCH_SIZE (128) by
+    default; returns how many. A large claim lets `embed_documents` sort it by length
+    into its batches of 32, which pads far less than taking 32 in arrival order (111
+    against 184 listings/s in bench/embed.py)."""
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(_CLAIM, [MODEL_NAME, DIMENSIONS, batch_size])
+            cursor.execute(
+                _CLAIM, [MODEL_NAME, DIMENSIONS, batch_size or settings.EMBED_BATCH_SIZE]
+            )
             claims = [_claim(row) for row in cursor.fetchall()]
         if not claims:
             return 0
-        vectors = get_embedder().embed_documents([claim.text for claim in claims], batch_size=32)
+        vectors = get_embedder().embed_documents([claim.text for claim in claims])
         _store(claims, vectors)
     for claim in claims:
         metrics.EMBEDDED.labels(generation_state=claim.generation_state).inc()

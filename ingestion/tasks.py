@@ -34,7 +34,7 @@ def embed_pending() -> int:
     deadline = time.monotonic() + settings.EMBED_TASK_SLICE_S
     done = 0
     while time.monotonic() < deadline:
-        embedded = indexing.embed_pending_batch(settings.EMBED_BATCH_SIZE)
+        embedded = indexing.embed_pending_batch()
         done += embedded
         if embedded == 0:
             return done

@@ -118,15 +118,12 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
     listing.status = Listing.Status.ACTIVE
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind
-    if listing.pk is None:
-        listing.save()
-        return
-    if not text_changed:
-        listing.save()
-        return
-    listing.content_version = F("content_version") + 1
+    bump = listing.pk is not None and text_changed
+    if bump:
+        listing.content_version = F("content_version") + 1
     listing.save()
-    listing.refresh_from_db(fields=["content_version"])  # the expression, as a number
+    if bump:
+        listing.refresh_from_db(fields=["content_version"])  # the expression, as a number
 
 
 def _save_record(
