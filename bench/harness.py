@@ -4,10 +4,23 @@ servers named by DATABASE_URL / REDIS_URL), Django configured, schema migrated."
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+T = TypeVar("T")
+
+
+def rounds(blocks: list[T]) -> Iterator[tuple[T, bool]]:
+    """(block, keep) in the order the benchmarks run them: each block runs through all its
+    queries before the next starts. Round 0 warms buffers and pools; rounds 1 and 2 are
+    kept, in opposite block orders so that a drift of the machine's speed weighs on every
+    block alike."""
+    for number in range(3):
+        for block in blocks[::-1] if number == 2 else blocks:
+            yield block, number > 0
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import SHARED_DATA, start
+from harness import SHARED_DATA, rounds, start
 from listings import records
 from search import FixedEmbedder, ms, queries
 
@@ -116,14 +116,12 @@ async def measure(
         hybrid.vector(embeddings[q]).text(q).select(["id"]).limit(10).to_list()
         return (time.perf_counter() - started) * 1000
 
-    blocks = [("ours", ours), ("theirs", theirs)]
     try:
-        for round_number in range(3):
-            for name, block in blocks[::-1] if round_number == 2 else blocks:
-                for q in qs:
-                    elapsed = await block(q)
-                    if round_number > 0:
-                        figures[name].append(elapsed)
+        for (name, block), keep in rounds([("ours", ours), ("theirs", theirs)]):
+            for q in qs:
+                elapsed = await block(q)
+                if keep:
+                    figures[name].append(elapsed)
     finally:
         await close_pools()
     return figures["ours"], figures["theirs"]

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, percentile, start
+from harness import REPO, SHARED_DATA, percentile, rounds, start
 from listings import records
 
 SINGLE_STATEMENT_RRF = """
@@ -159,15 +159,12 @@ async def in_process(
     # Interleaved query by query, each side ran right after the other had read the same
     # query's rows, and ours right after a statement that ranks every match (up to 100 ms
     # of scanning): the baseline found its query's pages in the CPU caches, ours found them
-    # evicted. Round 0 warms buffers and pools; rounds 1 and 2 are kept, in opposite block
-    # orders so that a drift of the machine's speed weighs on every side alike.
-    # HTTP is a block of the same rotation: (b) subtracts figures taken under one drift.
-    blocks = [ours, http, lexical, single]
+    # evicted. HTTP is a block of the same rotation: (b) subtracts figures taken under one
+    # drift.
     with client:
-        for round_number in range(3):
-            for block in blocks[::-1] if round_number == 2 else blocks:
-                for q in qs:
-                    await block(q, keep=round_number > 0)
+        for block, keep in rounds([ours, http, lexical, single]):
+            for q in qs:
+                await block(q, keep=keep)
     return {**figures, "modes": modes}
 
 

@@ -1,5 +1,6 @@
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -12,6 +13,13 @@ from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.redis_client import get_redis
 from searchsite.supervisor import worker_argv
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -99,7 +107,7 @@ async def _close_async_connections() -> AsyncIterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_search_state() -> Iterator[None]:
+def _fresh_search_state() -> None:
     """The vector breaker, cached results and warming marks live in the shared Redis and
     in per-process singletons; no test may inherit another's."""
     from retrieval import service
@@ -111,7 +119,6 @@ def _fresh_search_state() -> Iterator[None]:
             redis.delete(*keys)
     service.forget_wiring()
     service.forget_active_generation()
-    return
 
 
 @pytest.fixture

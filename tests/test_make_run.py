@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -15,15 +14,9 @@ import psutil
 import pytest
 
 from searchsite import embedded
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _leftovers(run_dir: Path) -> list[str]:
@@ -45,7 +38,7 @@ def _leftovers(run_dir: Path) -> list[str]:
 class System:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
         self.env |= {

@@ -11,22 +11,16 @@ import psycopg
 import pytest
 
 from searchsite.supervisor import web_argv
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 from tests.search_fixtures import index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def server(child_env: dict[str, str]) -> Iterator[str]:
     index_listings()
-    port = _free_port()
+    port = free_port()
     # Generous budgets: the search must still be waiting in Postgres when the client leaves.
     env = child_env | {
         "SEARCH_DEADLINE_MS": "20000",
