@@ -2,6 +2,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -20,6 +21,26 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def run_together(works: list[Callable[[], None]]) -> None:
+    """Each work in a thread of its own, all released at once; fails on any exception."""
+    start = threading.Barrier(len(works))
+    errors: list[BaseException] = []
+
+    def run(work: Callable[[], None]) -> None:
+        start.wait()
+        try:
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -1,12 +1,11 @@
 """The per-process bound on in-flight vector searches."""
 
 import asyncio
-import threading
-from collections.abc import Callable
 
 import pytest
 
 from retrieval.admission import AdmissionLimit, Slot
+from tests.conftest import run_together
 
 
 def _acquire(limit: AdmissionLimit) -> Slot:
@@ -115,17 +114,15 @@ def test_threads_never_exceed_the_limit_or_lose_a_release() -> None:
     # did not), so the lock's correctness rests on review; this catches gross mistakes.
     limit = AdmissionLimit(3)
     observed: list[int] = []
-    start = threading.Barrier(8)
 
     def hammer() -> None:
-        start.wait()
         for _ in range(2_000):
             slot = limit.try_acquire()
             if slot is not None:
                 observed.append(limit.in_flight)
                 slot.release()
 
-    _run(hammer, 8)
+    run_together([hammer] * 8)
     assert observed
     assert max(observed) <= 3
     assert limit.in_flight == 0
@@ -135,28 +132,5 @@ def test_threads_releasing_the_same_slot_give_back_one_place() -> None:
     limit = AdmissionLimit(2)
     _acquire(limit)
     slot = _acquire(limit)
-    start = threading.Barrier(8)
-
-    def release() -> None:
-        start.wait()
-        slot.release()
-
-    _run(release, 8)
+    run_together([slot.release] * 8)
     assert limit.in_flight == 1
-
-
-def _run(work: Callable[[], None], threads: int) -> None:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:
-            errors.append(exc)
-
-    started = [threading.Thread(target=run) for _ in range(threads)]
-    for thread in started:
-        thread.start()
-    for thread in started:
-        thread.join()
-    assert errors == []

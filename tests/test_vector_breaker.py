@@ -1,7 +1,7 @@
 """The vector stage's breaker, shared through the real Valkey. Each `SharedBreaker` built on
 the same key stands for one web process; an injected clock drives time, nothing sleeps."""
 
-import threading
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +14,7 @@ from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from searchsite.breaker import Breaker, BreakerPolicy, record
 from searchsite.breaker import trips as window_trips
 from searchsite.redis_client import get_redis
+from tests.conftest import run_together
 from tests.factories import FakeClock
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)
@@ -387,22 +388,7 @@ def test_without_reconnect_it_stays_on_its_own_until_outcomes_find_redis_back(
 
 
 def _run_in_threads(work: Callable[[SharedBreaker], None], breakers: list[SharedBreaker]) -> None:
-    start = threading.Barrier(len(breakers))
-    errors: list[BaseException] = []
-
-    def run(breaker: SharedBreaker) -> None:
-        start.wait()
-        try:
-            work(breaker)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(breaker,)) for breaker in breakers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    run_together([functools.partial(work, breaker) for breaker in breakers])
 
 
 def test_outcomes_recorded_together_count_each_and_settle_a_probe_on_any_failure(
