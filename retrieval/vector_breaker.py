@@ -10,7 +10,7 @@ The one part kept outside the pure `Breaker` is the closed state's window. As a 
 every outcome it would turn each call into a contended read-modify-write of a document
 that grows with traffic. Instead each outcome is an INCR of a per-time-bucket counter
 (`INCR` is atomic and commutes, so processes never conflict), and the window is the sum of
-the last `buckets` buckets: up to one bucket shorter than `policy.window_s`.
+the last `BUCKETS` buckets: up to one bucket shorter than `policy.window_s`.
 
 Redis layout (`E` = epoch, `B` = bucket index):
     key                   JSON: a `Breaker` without outcomes, plus `epoch`
@@ -22,8 +22,8 @@ closed, because closing starts a new epoch and counters are keyed by epoch.
 
 Hot path: `record()` while closed is one pipelined round trip (GET, INCR + EXPIRE, MGET of
 the window) and no WATCH. `allow()` reads Redis only when what it last saw cannot answer:
-- closed, as read within `fresh_s`: allowed, no read. Another process's opening is seen
-  here within `fresh_s` (and at the next `record()`, which reads the state anyway);
+- closed, as read within `FRESH_S`: allowed, no read. Another process's opening is seen
+  here within `FRESH_S` (and at the next `record()`, which reads the state anyway);
 - open and still cooling down: refused, no read. Nothing can change during the cool-down
   (the probe that could close it only starts after it), so this verdict is exact;
 - otherwise one GET, and the probe race (WATCH) when the cool-down is over.
@@ -61,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _Raw = bytes | str | None  # what redis-py returns for GET
+
+BUCKETS = 10  # the closed window, in counters of policy.window_s / BUCKETS each
+FRESH_S = 0.1  # a closed state read this recently answers allow() without Redis
+MAX_ATTEMPTS = 5  # optimistic transactions tried before leaving a transition to others
 
 
 def breaker_redis_client(url: str, *, timeout_s: float = 0.05) -> redis.Redis:
@@ -106,37 +110,29 @@ def _moved_to(shared: _Shared, breaker: Breaker) -> _Shared:
 class SharedBreaker:
     def __init__(
         self,
-        redis_client: redis.Redis | None,
+        redis_client: redis.Redis,
         key: str,
         policy: BreakerPolicy,
         clock: Callable[[], float] = time.time,
         *,
-        buckets: int = 10,
         redis_retry_s: float = 1.0,
-        max_attempts: int = 5,
-        fresh_s: float = 0.1,
     ) -> None:
         # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
         # across processes.
-        if buckets < 1:
-            raise ValueError(f"a window needs at least one bucket, got {buckets}")
         self._redis = redis_client
         self._key = key
         self._policy = policy
         self._clock = clock
-        self._buckets = buckets
-        self._bucket_s = policy.window_s / buckets
+        self._bucket_s = policy.window_s / BUCKETS
         # A counter must outlive the time its bucket spends inside the window.
         self._counter_ttl_s = math.ceil(policy.window_s + self._bucket_s) + 1
         self._redis_retry_s = redis_retry_s
-        self._max_attempts = max_attempts
-        self._fresh_s = fresh_s
         self._lock = threading.Lock()
         # The last document read, its parsed form and when it was read, as one tuple so
         # threads see them together.
         self._seen_cache: tuple[_Raw, _Shared, float] = (None, _Shared(Breaker()), -math.inf)
         # While Redis fails: this process's own breaker, and when to try Redis again.
-        self._local: Breaker | None = None if redis_client is not None else Breaker()
+        self._local: Breaker | None = None
         self._retry_redis_at = 0.0
 
     @property
@@ -211,9 +207,7 @@ class SharedBreaker:
         if client is not None:
             try:
                 epoch = self._read(client).epoch
-                return _sums(
-                    client.mget(self._window_keys(epoch, self._bucket(now))), self._buckets
-                )
+                return _sums(client.mget(self._window_keys(epoch, self._bucket(now))), BUCKETS)
             except redis.RedisError as exc:
                 self._fall_back(now, exc)
         window = self._policy.window_s
@@ -243,7 +237,7 @@ class SharedBreaker:
             return None
         breaker = shared.breaker
         if breaker.state == "closed":
-            return True if now - seen_at < self._fresh_s else None
+            return True if now - seen_at < FRESH_S else None
         if breaker.state == "open" and breaker.opened_at is not None:
             return False if now - breaker.opened_at < self._policy.cooldown_s else None
         return None
@@ -277,15 +271,15 @@ class SharedBreaker:
                     pipe.expire(counter, self._counter_ttl_s)
             pipe.mget(self._window_keys(epoch, bucket))
             results = pipe.execute()
-        calls, failures = _sums(results[-1], self._buckets)
+        calls, failures = _sums(results[-1], BUCKETS)
         return self._seen(results[0]), calls, failures
 
     def _update(
         self, client: redis.Redis, change: Callable[[_Shared], tuple[T, _Shared]]
     ) -> T | None:
         """Apply `change` to the stored state atomically. None if other processes kept
-        changing it for `max_attempts` tries: they are making the same transition."""
-        for _ in range(self._max_attempts):
+        changing it for `MAX_ATTEMPTS` tries: they are making the same transition."""
+        for _ in range(MAX_ATTEMPTS):
             with client.pipeline() as pipe:
                 try:
                     pipe.watch(self._key)  # type: ignore[no-untyped-call]  # unannotated in redis-py
@@ -325,7 +319,7 @@ class SharedBreaker:
 
     def _window_keys(self, epoch: int, bucket: int) -> list[str]:
         """Calls keys of the window's buckets, then its failures keys."""
-        first = bucket - self._buckets + 1
+        first = bucket - BUCKETS + 1
         pairs = [self._counter_keys(epoch, b) for b in range(first, bucket + 1)]
         return [calls for calls, _ in pairs] + [failures for _, failures in pairs]
 
@@ -335,7 +329,7 @@ class SharedBreaker:
         """The client while Redis answers; None while it does not, except once per
         `redis_retry_s` when `reconnect`, when a read decides whether to switch back to the
         shared state."""
-        if self._local is None or self._redis is None:
+        if self._local is None:
             return self._redis
         if now < self._retry_redis_at or not reconnect:
             return None
