@@ -5,6 +5,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -44,3 +45,16 @@ def start(base: Path | None = None) -> object:
     django.setup()
     call_command("migrate", verbosity=0)
     return services
+
+
+@contextmanager
+def running(base: Path | None = None) -> Iterator[None]:
+    """`start`, and at the end Django's connections closed and the services stopped."""
+    services = start(base)
+    try:
+        yield
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        services.stop()  # type: ignore[attr-defined]

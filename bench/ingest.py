@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, percentile, start
+from harness import REPO, SHARED_DATA, percentile, running
 from listings import records
 
 
@@ -160,8 +160,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20, help="new listings per second")
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
-    services = start()
-    try:
+    with running():
         from ingestion import generations
         from ingestion.embedding import DIMENSIONS, MODEL_NAME
         from ingestion.text import embedding_text
@@ -196,11 +195,6 @@ def main() -> None:
             f"{'vector lag p50 / p95':<28}{lag['vector_p50']:8.3f} / {lag['vector_p95']:.3f} s"
             "   (target p95 <= 30 s)"
         )
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        services.stop()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import SHARED_DATA, rounds, start
+from harness import SHARED_DATA, rounds, running
 from listings import records
 from search import FixedEmbedder, ms, queries
 
@@ -62,8 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args()
-    services = start(args.data_dir)
-    try:
+    with running(args.data_dir):
         import uvloop
         from django.db import connection
 
@@ -79,11 +78,6 @@ def main() -> None:
         embeddings = {q: embedder.embed_query(q) for q in set(qs)}
         connection.close()
         ours, theirs = uvloop.run(measure(qs, embeddings, table))
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        services.stop()
     print(f"ours (hybrid_search)      {ms(ours)}")
     print(f"LanceDB 0.40 hybrid       {ms(theirs)}")
     print(f"ratio of p50s             {statistics.median(ours) / statistics.median(theirs):.2f}")

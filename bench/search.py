@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, percentile, rounds, start
+from harness import REPO, SHARED_DATA, percentile, rounds, running
 from listings import records
 
 SINGLE_STATEMENT_RRF = """
@@ -340,8 +340,7 @@ def main() -> None:
         help="keep the database here and reuse it on later runs (building takes minutes)",
     )
     args = parser.parse_args()
-    services = start(args.data_dir)
-    try:
+    with running(args.data_dir):
         from django.conf import settings
         from django.db import connection
         from search_data import build
@@ -404,11 +403,6 @@ def main() -> None:
             f"vector recall@10         {recall:.3f} against an exact scan, 50 queries, "
             f"ef_search {settings.SEARCH_HNSW_EF_SEARCH}"
         )
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        services.stop()
 
 
 if __name__ == "__main__":
