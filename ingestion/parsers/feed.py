@@ -7,7 +7,9 @@ DTDs (bar RSS 0.91's), and hand feedparser UTF-8 that starts with a fixed XML de
 and then the root element. So whatever encoding a payload declares, nothing is ever
 expanded or fetched, and feedparser's own prolog regexes (quadratic in runs of blank lines,
 cubic in a crafted first line) only see one short line. It always gets a stream: given
-bytes, feedparser.parse first tries them as a file name.
+bytes, feedparser.parse first tries them as a file name. defusedxml is no substitute: it
+would guard only expat, after those regexes and never the loose parser feedparser falls
+back to; behind this scan it finds nothing (docs/architecture.md, "Feed prologs").
 
 Decisions:
   - external_id is the entry's id (RSS guid, Atom id, RDF about), else its link, else
