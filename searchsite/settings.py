@@ -2,6 +2,7 @@
 safe default; `docs/configuration` in README.md lists them."""
 
 import secrets
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
@@ -79,7 +80,8 @@ DATABASE_URL = env_optional("DATABASE_URL") or embedded.default_database_url()
 REDIS_URL = env_optional("REDIS_URL") or embedded.default_redis_url()
 
 
-def _database(url: str) -> dict[str, object]:
+# Any: Django's own type for a DATABASES entry, so a reader of it needs no cast.
+def _database(url: str) -> dict[str, Any]:
     params = conninfo_to_dict(url)
     return {
         "ENGINE": "django.db.backends.postgresql",
