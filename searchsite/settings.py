@@ -4,10 +4,15 @@ safe default; `docs/configuration` in README.md lists them."""
 import secrets
 from typing import Any
 
+import django_stubs_ext
 from psycopg.conninfo import conninfo_to_dict
 
 from searchsite import embedded
 from searchsite.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+
+# Django's generic classes (ModelAdmin[Listing]) can be subscripted at run time, as they
+# are for mypy; before any admin module is imported.
+django_stubs_ext.monkeypatch()
 
 RUN_DIR = embedded.run_dir()
 
