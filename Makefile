@@ -17,7 +17,8 @@ install: $(INSTALLED)
 run: install
 	$(PY) -m searchsite.supervisor
 
-test: install lint
+# A type error fails the tests as a lint error does.
+test: install lint typecheck
 	$(PY) -m pytest
 
 lint: install

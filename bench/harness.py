@@ -7,7 +7,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # imported at run time once start() has put the repository on the path
+    from searchsite.embedded import EmbeddedServices
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -29,7 +32,7 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def start(base: Path | None = None) -> object:
+def start(base: Path | None = None) -> "EmbeddedServices":
     """Returns the embedded services handle; call .stop() on it when done. `base` keeps
     the services' data between runs (a scratch directory otherwise)."""
     sys.path.insert(0, str(REPO))
@@ -57,4 +60,4 @@ def running(base: Path | None = None) -> Iterator[None]:
         from django.db import connections
 
         connections.close_all()
-        services.stop()  # type: ignore[attr-defined]
+        services.stop()

@@ -16,14 +16,15 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import SHARED_DATA, rounds, running
 from listings import records
-from search import FixedEmbedder, ms, queries
+from search import Embeddings, FixedEmbedder, ms, queries
 
 
-def lance_table(directory: Path, generation: int) -> object:
+def lance_table(directory: Path, generation: int) -> Any:  # lancedb: no dependency, no types
     """The listings as a LanceDB table with both indexes, built on the first run."""
     import lancedb
     import numpy as np
@@ -84,7 +85,7 @@ def main() -> None:
 
 
 async def measure(
-    qs: list[str], embeddings: dict[str, object], table: object
+    qs: list[str], embeddings: Embeddings, table: Any
 ) -> tuple[list[float], list[float]]:
     import dataclasses
 
@@ -106,7 +107,7 @@ async def measure(
     async def theirs(q: str) -> float:
         started = time.perf_counter()
         # Ids only, as our search returns: hydrating the listings is a later step for both.
-        hybrid = table.search(query_type="hybrid")  # type: ignore[attr-defined]
+        hybrid = table.search(query_type="hybrid")
         hybrid.vector(embeddings[q]).text(q).select(["id"]).limit(10).to_list()
         return (time.perf_counter() - started) * 1000
 

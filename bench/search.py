@@ -26,6 +26,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg.rows import TupleRow
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, SHARED_DATA, percentile, rounds, running
@@ -52,6 +58,29 @@ ORDER BY score DESC, id LIMIT 10
 """
 
 
+# Each query's embedding, computed once: every side searches with the same vectors.
+Embeddings = dict[str, npt.NDArray[np.float32]]
+
+
+class InProcessFigures(TypedDict):
+    """Milliseconds per search of each block of (a) and (b), and our search's modes."""
+
+    ours: list[float]
+    single: list[float]
+    sql_work: list[float]
+    lexical: list[float]
+    http: list[float]
+    modes: dict[str, int]
+
+
+class UnderLockFigures(TypedDict):
+    """(c) and (d): latency and expiry-to-idle in milliseconds, and the deadline."""
+
+    latency: list[float]
+    idle: list[float]
+    deadline: float
+
+
 def ms(values: list[float]) -> str:
     return (
         f"p50 {statistics.median(values):7.2f}  p95 {percentile(values, 0.95):7.2f}  "
@@ -74,16 +103,16 @@ def queries(count: int, base_records: list[dict[str, object]]) -> list[str]:
 class FixedEmbedder:
     """Both sides get the same, precomputed query embeddings."""
 
-    def __init__(self, table: dict[str, object]) -> None:
+    def __init__(self, table: Embeddings) -> None:
         self.table = table
 
-    async def embed(self, text: str) -> object:
+    async def embed(self, text: str) -> npt.NDArray[np.float32]:
         return self.table[text]
 
 
 async def in_process(
-    qs: list[str], embeddings: dict[str, object], generation: int, api: str
-) -> dict:
+    qs: list[str], embeddings: Embeddings, generation: int, api: str
+) -> InProcessFigures:
     import dataclasses
 
     import httpx
@@ -107,14 +136,8 @@ async def in_process(
     same_ef_search = sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
         sql.Literal(settings.SEARCH_HNSW_EF_SEARCH)
     )
-    figures: dict[str, list[float]] = {
-        "ours": [],
-        "single": [],
-        "sql_work": [],
-        "lexical": [],
-        "http": [],
-    }
-    modes: dict[str, int] = {}
+    figures = InProcessFigures(ours=[], single=[], sql_work=[], lexical=[], http=[], modes={})
+    modes = figures["modes"]
 
     async def ours(q: str, keep: bool) -> None:
         started = time.perf_counter()
@@ -165,7 +188,7 @@ async def in_process(
         for block, keep in rounds([ours, http, lexical, single]):
             for q in qs:
                 await block(q, keep=keep)
-    return {**figures, "modes": modes}
+    return figures
 
 
 def free_port() -> int:
@@ -207,10 +230,8 @@ def web_server() -> Iterator[str]:
         server.wait(30)
 
 
-async def vector_recall(qs: list[str], embeddings: dict[str, object], generation: int) -> float:
+async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) -> float:
     """Mean recall@10 of the vector stage against an exact scan of the same generation."""
-    import numpy as np
-
     from retrieval.pg import connection
     from retrieval.pg_vector import _SEARCH, PgVectorIndex, vector_text
 
@@ -230,10 +251,9 @@ async def vector_recall(qs: list[str], embeddings: dict[str, object], generation
     return sum(found) / len(found)
 
 
-async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> dict:
+async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLockFigures:
     import dataclasses
 
-    import psycopg
     from django.conf import settings
 
     from retrieval.deadline import plan_budgets
@@ -266,22 +286,27 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
         await holder.rollback()
         await holder.close()
         await observer.close()
-    return {"latency": latencies, "idle": idle_after, "deadline": settings.SEARCH_DEADLINE_MS}
+    return UnderLockFigures(
+        latency=latencies, idle=idle_after, deadline=settings.SEARCH_DEADLINE_MS
+    )
 
 
-async def _idle_after(observer: object, holder_pid: int, expiry: float) -> float:
+async def _idle_after(
+    observer: psycopg.AsyncConnection[TupleRow], holder_pid: int, expiry: float
+) -> float:
     """Poll until no vector statement is active (after the budget)."""
     from retrieval.pg import VECTOR_TAG
 
     seen_active = False
     while True:
-        cursor = await observer.execute(  # type: ignore[attr-defined]
+        cursor = await observer.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
             " AND pid NOT IN (pg_backend_pid(), %s)"
             " AND query LIKE %s",
             [holder_pid, f"/* {VECTOR_TAG} */%"],
         )
-        active = (await cursor.fetchone())[0]
+        row = await cursor.fetchone()
+        active = row[0] if row else 0  # None only in fetchone's type: count(*) has a row
         now = time.perf_counter()
         seen_active |= bool(active)
         if seen_active and not active and now >= expiry:
@@ -291,10 +316,9 @@ async def _idle_after(observer: object, holder_pid: int, expiry: float) -> float
 
 
 async def sequential_under_lock(
-    qs: list[str], embeddings: dict[str, object], url: str, generation: int, hold_s: float
+    qs: list[str], embeddings: Embeddings, url: str, generation: int, hold_s: float
 ) -> list[float]:
     """Lexical, then vector, no budgets: each search waits until the lock is released."""
-    import psycopg
     from pgvector import Vector
 
     from ingestion.embedding import DIMENSIONS
@@ -370,7 +394,7 @@ def main() -> None:
         connection.close()
         url = conninfo()
 
-        async def run() -> tuple[dict, dict, list[float], float]:
+        async def run() -> tuple[InProcessFigures, UnderLockFigures, list[float], float]:
             try:
                 a = await in_process(qs, embeddings, generation.pk, api)
                 c = await under_lock(qs[:100], embeddings, url)

@@ -70,7 +70,7 @@ def _already_built(count: int, generation: int) -> bool:
         listings, embeddings = cursor.fetchone()
     if listings and (listings, embeddings) != (count, count):
         raise SystemExit(f"the database holds {listings} other listings: use a fresh --data-dir")
-    return listings == count
+    return int(listings) == count
 
 
 def _clean(text: str) -> str:

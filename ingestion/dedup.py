@@ -7,7 +7,7 @@ venues do not contradict each other. A listing never absorbs a second record fro
 source: the source itself says those are different items.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -68,7 +68,7 @@ def hash_key(text: str) -> int:
 
 
 def find_duplicate(draft: ListingDraft, source_id: int) -> Listing | None:
-    params: dict[str, object] = {
+    params: dict[str, str | int | datetime] = {
         "title": draft.title,
         "venue": draft.venue,
         "source_id": source_id,

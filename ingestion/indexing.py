@@ -8,6 +8,7 @@ the upsert only ever moves a vector forward in content version.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -80,7 +81,7 @@ def embed_pending_batch(batch_size: int | None = None) -> int:
     return len(claims)
 
 
-def _claim(row: tuple) -> _Claim:  # type: ignore[type-arg]  # a DB row of mixed types
+def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types
     listing_id, gen_id, state, version, title, venue, aliases, description, kind, age = row
     return _Claim(
         listing_id=listing_id,

@@ -32,6 +32,8 @@ def merge(keep: Listing, other: Listing) -> Listing:
 @transaction.atomic
 def split(record: SourceRecord) -> Listing:
     """Give `record` a listing of its own again, and rebuild the one it leaves."""
+    if record.listing_id is None:  # e.g. withdrawn before it was ever listed
+        raise ValueError("this record has no listing; nothing to split")
     old = Listing.objects.select_for_update().get(pk=record.listing_id)
     if old.records.count() < 2:
         raise ValueError("this record is its listing's only record; nothing to split")

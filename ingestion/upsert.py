@@ -68,9 +68,9 @@ def apply_draft(source: Source, draft: ListingDraft, fetched_at: datetime) -> Ou
         _save_record(record, draft, digest, listing)
         return Outcome.UPDATED
     dedup.lock_time_slot(draft)
-    listing = dedup.find_duplicate(draft, source.pk)
-    outcome = Outcome.UPDATED if listing is not None else Outcome.NEW
-    listing = listing or Listing(title=draft.title)
+    duplicate = dedup.find_duplicate(draft, source.pk)
+    outcome = Outcome.UPDATED if duplicate is not None else Outcome.NEW
+    listing = duplicate or Listing(title=draft.title)
     _copy_draft(listing, draft, fetched_at, source.kind)
     if record is None:
         record = SourceRecord(source=source, external_id=draft.external_id)

@@ -33,7 +33,10 @@ async def hydrate(ids: list[int], text: str, timeout_s: float) -> list[ListingVi
         return []
     async with connection(timeout_s) as conn:
         cursor = await conn.execute(_LISTINGS, {"ids": ids, "text": text})
-        rows = {row[0]: ListingView(*row[:5], _marked(row[5])) for row in await cursor.fetchall()}
+        rows = {
+            id_: ListingView(id_, title, venue, start, url, _marked(headline))
+            for id_, title, venue, start, url, headline in await cursor.fetchall()
+        }
     return [rows[i] for i in ids if i in rows]
 
 

@@ -45,7 +45,7 @@ async def schedule_warming(key: str, query: Query) -> None:
     metrics.WARMING.labels(event="enqueued").inc()
 
 
-def load_job(raw: bytes | None) -> Query | None:
+def load_job(raw: bytes | str | None) -> Query | None:
     if raw is None:
         return None
     return Query(**json.loads(raw))

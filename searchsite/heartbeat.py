@@ -28,7 +28,7 @@ def newest_age_s(client: redis.Redis, now: float | None = None) -> float | None:
 
 
 class HeartbeatStep(bootsteps.StartStopStep):
-    requires = {"celery.worker.components:Timer"}
+    requires = ("celery.worker.components:Timer",)
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)

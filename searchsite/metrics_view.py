@@ -13,6 +13,6 @@ _state.register(IngestionStateCollector())
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    response = ExportToDjangoView(request)
+    response: HttpResponse = ExportToDjangoView(request)  # django-prometheus is untyped
     response.write(generate_latest(_state))
     return response

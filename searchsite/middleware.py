@@ -26,33 +26,36 @@ from django_prometheus import middleware as prometheus
 class _OnTheLoop:
     """Async requests: the hooks run inline, unless `_writes()` says this one writes."""
 
+    # Any: each stock base declares its own hook signatures, which no one annotation here
+    # would match; `response` below is typed instead.
     get_response: Any
     process_response: Any
 
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
-        response = None
+        response: HttpResponseBase | None = None
         if hasattr(self, "process_request"):
             response = self.process_request(request)
         response = response or await self.get_response(request)
         if hasattr(self, "process_response"):
             if self._writes(request):
-                return await sync_to_async(self.process_response)(request, response)
-            response = self.process_response(request, response)
+                response = await sync_to_async(self.process_response)(request, response)
+            else:
+                response = self.process_response(request, response)
         return response
 
     def _writes(self, request: HttpRequest) -> bool:
         return False
 
 
-class PrometheusBeforeMiddleware(_OnTheLoop, prometheus.PrometheusBeforeMiddleware):
+class PrometheusBeforeMiddleware(_OnTheLoop, prometheus.PrometheusBeforeMiddleware):  # type: ignore[misc]  # django-prometheus is untyped
     pass
 
 
 _SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 
 
-class PrometheusAfterMiddleware(_OnTheLoop, prometheus.PrometheusAfterMiddleware):
-    async def process_view(self, request: HttpRequest, *view: Any) -> None:  # type: ignore[override]
+class PrometheusAfterMiddleware(_OnTheLoop, prometheus.PrometheusAfterMiddleware):  # type: ignore[misc]  # django-prometheus is untyped
+    async def process_view(self, request: HttpRequest, *view: Any) -> None:
         super().process_view(request, *view)  # labels and counters only
 
 
@@ -65,13 +68,13 @@ class CommonMiddleware(_OnTheLoop, common.CommonMiddleware):
 
 
 class CsrfViewMiddleware(_OnTheLoop, csrf.CsrfViewMiddleware):
-    async def process_view(  # type: ignore[override]
+    async def process_view(  # type: ignore[override]  # a coroutine: Django awaits it on ASGI
         self, request: HttpRequest, *view: Any
     ) -> HttpResponseBase | None:
         if request.method in _SAFE_METHODS:  # accepted without reading the body
-            return super().process_view(request, *view)  # type: ignore[arg-type]
+            return super().process_view(request, *view)
         # Checking the token may parse the body: uploads can spill to disk.
-        return await sync_to_async(super().process_view)(request, *view)  # type: ignore[arg-type]
+        return await sync_to_async(super().process_view)(request, *view)
 
 
 class AuthenticationMiddleware(_OnTheLoop, auth.AuthenticationMiddleware):

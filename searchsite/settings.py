@@ -2,11 +2,17 @@
 safe default; `docs/configuration` in README.md lists them."""
 
 import secrets
+from typing import Any
 
+import django_stubs_ext
 from psycopg.conninfo import conninfo_to_dict
 
 from searchsite import embedded
 from searchsite.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+
+# Django's generic classes (ModelAdmin[Listing]) can be subscripted at run time, as they
+# are for mypy; before any admin module is imported.
+django_stubs_ext.monkeypatch()
 
 RUN_DIR = embedded.run_dir()
 
@@ -79,7 +85,8 @@ DATABASE_URL = env_optional("DATABASE_URL") or embedded.default_database_url()
 REDIS_URL = env_optional("REDIS_URL") or embedded.default_redis_url()
 
 
-def _database(url: str) -> dict[str, object]:
+# Any: Django's own type for a DATABASES entry, so a reader of it needs no cast.
+def _database(url: str) -> dict[str, Any]:
     params = conninfo_to_dict(url)
     return {
         "ENGINE": "django.db.backends.postgresql",

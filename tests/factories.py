@@ -1,6 +1,7 @@
 """Small builders for tests."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from ingestion.drafts import ListingDraft, ParseResult
 from ingestion.models import Source
@@ -13,16 +14,16 @@ def source(name: str = "Publisher feed", kind: str = Source.Kind.FEED) -> Source
 
 
 def draft(
-    external_id: str = "item-1", title: str = "Nina Simone tribute", **fields: object
+    external_id: str = "item-1", title: str = "Nina Simone tribute", **fields: Any
 ) -> ListingDraft:
-    values: dict[str, object] = {
+    values: dict[str, Any] = {
         "position": 0,
         "venue": "Blue Note",
         "starts_at": CONCERT_START,
         "description": "An evening of songs.",
     }
     values.update(fields)
-    return ListingDraft(external_id=external_id, title=title, **values)  # type: ignore[arg-type]
+    return ListingDraft(external_id=external_id, title=title, **values)
 
 
 def assert_well_formed_calendar(result: ParseResult) -> None:

@@ -3,6 +3,7 @@
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import psycopg
 from django.db import transaction
@@ -42,11 +43,12 @@ def index_listings() -> None:
     service.forget_active_generation()
 
 
-async def search_json(client: AsyncClient, **params: str) -> dict:
+async def search_json(client: AsyncClient, **params: str) -> dict[str, Any]:
     """`GET /api/search` with `params`, which must answer 200; its JSON body."""
     response = await client.get("/api/search", params)
     assert response.status_code == 200, response.content
-    return json.loads(response.content)
+    body: dict[str, Any] = json.loads(response.content)
+    return body
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=SearchASGIHandler())
+    transport = httpx.ASGITransport(app=SearchASGIHandler())  # type: ignore[arg-type]  # scope: a dict to django-stubs, a MutableMapping to httpx
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         yield client
 

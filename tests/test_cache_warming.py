@@ -50,7 +50,9 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     assert not redis.exists(key)
     worker = await sync_to_async(start_worker)(child_env, name="warming-worker", purge=False)
     try:
-        await sync_to_async(wait_until)(lambda: redis.exists(key), 60, "the warmed cache entry")
+        await sync_to_async(wait_until)(
+            lambda: bool(redis.exists(key)), 60, "the warmed cache entry"
+        )
     finally:
         await sync_to_async(stop_worker)(worker)
 

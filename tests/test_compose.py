@@ -1,14 +1,16 @@
 """No Docker engine runs here, so check docker-compose.yml's shape instead of running it."""
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
 
 
-def _compose() -> dict:
-    return yaml.safe_load(COMPOSE.read_text())
+def _compose() -> dict[str, Any]:
+    compose: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return compose
 
 
 def test_it_names_every_service_with_a_health_check() -> None:

@@ -1,6 +1,7 @@
 """POST /api/editorial/records: token auth, per-record results, quarantine with retry."""
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 from django.test import Client
@@ -8,6 +9,9 @@ from django.test import Client
 from ingestion.models import Listing, QuarantinedItem, Source
 from ingestion.retrying import retry_record
 from ingestion.tokens import create_token
+
+if TYPE_CHECKING:  # the test client's response type exists only in django-stubs
+    from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
 
 pytestmark = pytest.mark.django_db
 URL = "/api/editorial/records"
@@ -19,9 +23,9 @@ def token() -> str:
     return create_token("cms", desk)
 
 
-def _post(client: Client, body: object, token: str | None) -> object:
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return client.post(URL, json.dumps(body), content_type="application/json", **headers)
+def _post(client: Client, body: object, token: str | None) -> "TestResponse":
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return client.post(URL, json.dumps(body), content_type="application/json", headers=headers)
 
 
 def test_it_requires_a_valid_token(client: Client, token: str) -> None:
@@ -46,8 +50,8 @@ def test_it_reports_a_result_per_record(client: Client, token: str) -> None:
 
 
 def test_bad_bodies_get_a_clear_400(client: Client, token: str) -> None:
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-    response = client.post(URL, b"{not json", content_type="application/json", **headers)
+    headers = {"Authorization": f"Bearer {token}"}
+    response = client.post(URL, b"{not json", content_type="application/json", headers=headers)
     assert response.status_code == 400
     assert "JSON" in response.json()["error"]
     assert _post(client, {"records": "nope"}, token).status_code == 400

@@ -2,9 +2,11 @@
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from ingestion import generations
 from searchsite import redis_client
@@ -52,10 +54,10 @@ def test_it_names_a_worker_that_stopped_beating(client: Client) -> None:
 
 
 def test_it_names_redis_when_redis_is_unreachable(
-    client: Client, settings: object, tmp_path: object, fresh_heartbeat: None
+    client: Client, settings: Settings, tmp_path: Path, fresh_heartbeat: None
 ) -> None:
     generations.ensure_active_generation("model-a", 3)
-    settings.REDIS_URL = f"unix://{tmp_path}/nothing-listens-here.sock"  # type: ignore[attr-defined]
+    settings.REDIS_URL = f"unix://{tmp_path}/nothing-listens-here.sock"
     redis_client.get_redis.cache_clear()
     try:
         response = client.get("/healthz")

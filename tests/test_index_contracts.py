@@ -10,7 +10,8 @@ Redis implementations, and against the injected ones wherever a promise applies 
 """
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -174,7 +175,7 @@ async def test_postgres_reads_back_every_query_vector_value_exactly() -> None:
 
 # Both indexes, against a lock nobody releases.
 
-Search = Callable[[float], Awaitable[list[Candidate]]]
+Search = Callable[[float], Coroutine[Any, Any, list[Candidate]]]  # create_task needs a coroutine
 
 
 @pytest.fixture

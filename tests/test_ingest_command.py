@@ -3,6 +3,7 @@
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -12,10 +13,11 @@ from ingestion.demo import DEMO_DIR
 pytestmark = pytest.mark.django_db
 
 
-def _ingest_json(kind: str, *paths: Path) -> dict:
+def _ingest_json(kind: str, *paths: Path) -> dict[str, Any]:
     out = io.StringIO()
     call_command("ingest", "--kind", kind, "--json", "--no-embed", *map(str, paths), stdout=out)
-    return json.loads(out.getvalue())
+    report: dict[str, Any] = json.loads(out.getvalue())
+    return report
 
 
 def test_it_prints_per_file_counts_and_totals(tmp_path: Path) -> None:

@@ -42,6 +42,12 @@ def test_split_rebuilds_both_listings_from_their_records() -> None:
     assert Listing.objects.count() == 2
 
 
+def test_a_record_without_a_listing_cannot_be_split() -> None:
+    apply_draft(source(), draft(withdrawn=True), NOW)  # withdrawn before it was ever listed
+    with pytest.raises(ValueError, match="no listing"):
+        merging.split(SourceRecord.objects.get())
+
+
 def test_a_lone_record_cannot_be_split() -> None:
     feed = source()
     apply_draft(feed, draft(), NOW)

@@ -6,6 +6,8 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from asgiref import sync
@@ -22,9 +24,11 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     sent: list[str] = []
     original = sync.SyncToAsync.__init__
 
-    def recording(self: sync.SyncToAsync, func: object, *args: object, **kwargs: object) -> None:
+    def recording(
+        self: sync.SyncToAsync[..., object], func: Callable[..., object], *args: Any, **kwargs: Any
+    ) -> None:
         sent.append(getattr(func, "__qualname__", repr(func)))
-        original(self, func, *args, **kwargs)  # type: ignore[arg-type]
+        original(self, func, *args, **kwargs)
 
     monkeypatch.setattr(sync.SyncToAsync, "__init__", recording)
     return sent

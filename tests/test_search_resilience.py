@@ -14,6 +14,7 @@ from django.test import AsyncClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from retrieval import service
 from retrieval.cache import close_async_redis
@@ -46,10 +47,10 @@ async def test_a_breaker_opened_in_another_process_is_open_here(
 
 @pytest.mark.slow
 async def test_searches_still_answer_with_redis_stopped(
-    async_client: AsyncClient, indexed_listings: None, settings: object, tmp_path: Path
+    async_client: AsyncClient, indexed_listings: None, settings: Settings, tmp_path: Path
 ) -> None:
     await sync_to_async(valkey.start)(tmp_path)
-    settings.REDIS_URL = valkey.url(tmp_path)  # type: ignore[attr-defined]
+    settings.REDIS_URL = valkey.url(tmp_path)
     service.forget_wiring()
     await close_async_redis()
     try:

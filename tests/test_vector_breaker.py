@@ -66,7 +66,7 @@ def redis_outage(client: redis.Redis) -> Iterator[None]:
     try:
         yield
     finally:
-        pool.update_connection_kwargs(path=path)  # type: ignore[no-untyped-call]  # as above
+        pool.update_connection_kwargs(path=path)  # type: ignore[no-untyped-call]  # unannotated in redis-py
         pool.reset()
 
 

@@ -8,7 +8,7 @@ from ingestion.models import IndexGeneration
 
 
 @admin.register(IndexGeneration)
-class IndexGenerationAdmin(admin.ModelAdmin):
+class IndexGenerationAdmin(admin.ModelAdmin[IndexGeneration]):
     list_display = (
         "pk",
         "embedding_model",

@@ -6,7 +6,7 @@ from ingestion import merging
 from ingestion.models import Listing, SourceRecord
 
 
-class SourceRecordInline(admin.TabularInline):
+class SourceRecordInline(admin.TabularInline[SourceRecord, Listing]):
     model = SourceRecord
     fields = ("source", "external_id", "withdrawn", "updated_at")
     readonly_fields = fields
@@ -16,7 +16,7 @@ class SourceRecordInline(admin.TabularInline):
 
 
 @admin.register(Listing)
-class ListingAdmin(admin.ModelAdmin):
+class ListingAdmin(admin.ModelAdmin[Listing]):
     list_display = ("title", "venue", "starts_at", "status", "record_count", "updated_at")
     list_filter = ("status", "fetched_kind")
     search_fields = ("title", "venue")
@@ -53,7 +53,7 @@ class ListingAdmin(admin.ModelAdmin):
 
 
 @admin.register(SourceRecord)
-class SourceRecordAdmin(admin.ModelAdmin):
+class SourceRecordAdmin(admin.ModelAdmin[SourceRecord]):
     list_display = ("external_id", "source", "listing", "withdrawn", "updated_at")
     list_filter = ("source__kind", "withdrawn")
     search_fields = ("external_id",)

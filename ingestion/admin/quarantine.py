@@ -25,7 +25,7 @@ class OpenFilter(admin.SimpleListFilter):
 
 
 @admin.register(QuarantinedItem)
-class QuarantinedItemAdmin(admin.ModelAdmin):
+class QuarantinedItemAdmin(admin.ModelAdmin[QuarantinedItem]):
     list_display = (
         "source",
         "position",

@@ -16,7 +16,7 @@ class UploadForm(forms.Form):
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(admin.ModelAdmin[Source]):
     list_display = (
         "name",
         "kind",
@@ -107,7 +107,7 @@ def _summary(poll: Poll) -> str:
 
 
 @admin.register(Poll)
-class PollAdmin(admin.ModelAdmin):
+class PollAdmin(admin.ModelAdmin[Poll]):
     list_display = (
         "source",
         "started_at",

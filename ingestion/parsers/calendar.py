@@ -54,8 +54,7 @@ _VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\s*?$.*?^END:VEVENT\s*?$", re.I | re.
 _BEGIN = re.compile(rb"^BEGIN:(VCALENDAR|VEVENT)\s*?$", re.I | re.M)
 
 
-# recurring-ical-events ships no type hints, hence the ignores on subclassing it.
-class _Event(EventAdapter):  # type: ignore[misc]
+class _Event(EventAdapter):  # type: ignore[misc]  # recurring-ical-events is untyped
     """A VEVENT that passed validation, with where it came from."""
 
     def __init__(self, component: Component, position: int, zone: ZoneInfo, raw: str) -> None:
@@ -66,7 +65,7 @@ class _Event(EventAdapter):  # type: ignore[misc]
         self.raw = raw  # the VEVENT as the payload spelled it, for editors
 
 
-class _Occurrence(Occurrence):  # type: ignore[misc]
+class _Occurrence(Occurrence):  # type: ignore[misc]  # recurring-ical-events is untyped
     """The library's occurrence, keeping its event reachable (the library's is private)."""
 
     def __init__(self, event: _Event, start: date | None = None, end: date | None = None) -> None:
@@ -74,7 +73,7 @@ class _Occurrence(Occurrence):  # type: ignore[misc]
         self.event = event
 
 
-class _Series(Series):  # type: ignore[misc]
+class _Series(Series):  # type: ignore[misc]  # recurring-ical-events is untyped
     """The library's series, making `_Occurrence`s (its documented extension point)."""
 
     def occurrence(

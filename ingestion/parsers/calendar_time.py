@@ -261,8 +261,7 @@ class _Walk:
         # COUNT and UNTIL are applied here, not by dateutil: after the last occurrence
         # dateutil still looks for the next candidate, and so must we to know it stops.
         try:
-            # icalendar leaves vRecur.to_ical unannotated
-            text = vRecur(rule).to_ical().decode()  # type: ignore[no-untyped-call]
+            text = vRecur(rule).to_ical().decode()  # type: ignore[no-untyped-call]  # unannotated in icalendar
             occurrences = rrulestr(text, dtstart=self.start)
         except (ValueError, TypeError) as error:
             return f"invalid RRULE: {error}"

