@@ -25,8 +25,8 @@ import logging
 import threading
 from typing import Protocol
 
+from resilience.breaker import State
 from retrieval import metrics
-from searchsite.breaker import State
 
 logger = logging.getLogger(__name__)
 

@@ -5,6 +5,9 @@ from functools import cache
 from django.conf import settings
 
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from resilience.breaker import policy_from_settings
+from resilience.redis_clients import breaker_redis_client
+from resilience.shared_breaker import SharedBreaker
 from retrieval.admission import AdmissionLimit
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy
@@ -14,9 +17,7 @@ from retrieval.loop_gate import LoopGate
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
-from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from retrieval.warming import schedule_warming
-from searchsite.breaker import policy_from_settings
 
 _generations = GenerationLookup()
 

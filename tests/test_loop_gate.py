@@ -6,8 +6,8 @@ import threading
 
 from prometheus_client import REGISTRY
 
+from resilience.breaker import State
 from retrieval.loop_gate import LoopGate
-from searchsite.breaker import State
 
 
 class BlockingBreaker:

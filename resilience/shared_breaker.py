@@ -1,6 +1,6 @@
 """The vector stage's circuit breaker, shared by every web process through Redis.
 
-One state machine: every transition is `searchsite.breaker`'s `admit()` or `record()`,
+One state machine: every transition is `resilience.breaker`'s `admit()` or `record()`,
 applied to the document under `key` inside WATCH/MULTI (an optimistic transaction with a
 bounded number of attempts). We chose that over a Lua script because the script would be
 a second copy of the state machine, in a second language; WATCH only costs extra round
@@ -30,7 +30,8 @@ the window) and no WATCH. `allow()` reads Redis only when what it last saw canno
 
 If Redis fails (any `redis.RedisError`), this process carries on with an in-memory breaker,
 starting from the last state it read, and tries Redis again every `redis_retry_s`. Nothing
-here raises because of Redis. The client must fail fast: see `breaker_redis_client()`.
+here raises because of Redis. The client must fail fast: see `breaker_redis_client()` in
+`resilience/redis_clients.py`.
 """
 
 import json
@@ -43,10 +44,8 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from searchsite.breaker import (
+from resilience.breaker import (
     Breaker,
     BreakerPolicy,
     State,
@@ -65,17 +64,6 @@ _Raw = bytes | str | None  # what redis-py returns for GET
 BUCKETS = 10  # the closed window, in counters of policy.window_s / BUCKETS each
 FRESH_S = 0.1  # a closed state read this recently answers allow() without Redis
 MAX_ATTEMPTS = 5  # optimistic transactions tried before leaving a transition to others
-
-
-def breaker_redis_client(url: str, *, timeout_s: float = 0.05) -> redis.Redis:
-    """A client that fails fast: short timeouts and no retries (redis-py retries a failed
-    command 10 times by default, which would turn an outage into seconds per search)."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
-    )
 
 
 @dataclass(frozen=True)
