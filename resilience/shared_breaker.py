@@ -1,4 +1,5 @@
-"""The vector stage's circuit breaker, shared by every web process through Redis.
+"""A circuit breaker shared by every process through Redis: the vector stage's
+(retrieval/service.py), which every web process must agree on.
 
 One state machine: every transition is `resilience.breaker`'s `admit()` or `record()`,
 applied to the document under `key` inside WATCH/MULTI (an optimistic transaction with a
@@ -28,9 +29,12 @@ the window) and no WATCH. `allow()` reads Redis only when what it last saw canno
   (the probe that could close it only starts after it), so this verdict is exact;
 - otherwise one GET, and the probe race (WATCH) when the cool-down is over.
 
-If Redis fails (any `redis.RedisError`), this process carries on with an in-memory breaker,
-starting from the last state it read, and tries Redis again every `redis_retry_s`. Nothing
-here raises because of Redis. The client must fail fast: see `breaker_redis_client()` in
+Two classes, split where the mode changes. `BreakerInRedis` is the state as Redis keeps it;
+each of its methods may raise `redis.RedisError`. `SharedBreaker`, which callers use, asks
+it while Redis answers. When Redis fails (any `redis.RedisError`), an `_Outage` begins:
+this process carries on with its own breaker, starting from the last state it read, and
+tries Redis again every `redis_retry_s`. Nothing in `SharedBreaker` raises because of
+Redis. The client must fail fast: see `breaker_redis_client()` in
 `resilience/redis_clients.py`.
 """
 
@@ -79,7 +83,7 @@ def _load(raw: _Raw) -> _Shared:
         data = json.loads(raw)
         return _Shared(Breaker.from_json({**data, "outcomes": []}), int(data.get("epoch", 0)))
     except (ValueError, TypeError, AttributeError):
-        logger.error("unreadable vector breaker state %r; treating it as closed", raw[:200])
+        logger.error("unreadable breaker state %r; treating it as closed", raw[:200])
         return _Shared(Breaker())
 
 
@@ -95,134 +99,37 @@ def _moved_to(shared: _Shared, breaker: Breaker) -> _Shared:
     return _Shared(replace(breaker, outcomes=()), shared.epoch + int(reopened_window))
 
 
-class SharedBreaker:
+class BreakerInRedis:
+    """The breaker's state as Redis keeps it: the document under `key` and the closed
+    window's counters. Every method may raise `redis.RedisError`."""
+
     def __init__(
         self,
-        redis_client: redis.Redis,
+        client: redis.Redis,
         key: str,
         policy: BreakerPolicy,
-        clock: Callable[[], float] = time.time,
-        *,
-        redis_retry_s: float = 1.0,
+        clock: Callable[[], float],
     ) -> None:
-        # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
-        # across processes.
-        self._redis = redis_client
-        self._key = key
+        self.key = key
+        self._client = client
         self._policy = policy
         self._clock = clock
         self._bucket_s = policy.window_s / BUCKETS
         # A counter must outlive the time its bucket spends inside the window.
         self._counter_ttl_s = math.ceil(policy.window_s + self._bucket_s) + 1
-        self._redis_retry_s = redis_retry_s
-        self._lock = threading.Lock()
         # The last document read, its parsed form and when it was read, as one tuple so
         # threads see them together.
         self._seen_cache: tuple[_Raw, _Shared, float] = (None, _Shared(Breaker()), -math.inf)
-        # While Redis fails: this process's own breaker, and when to try Redis again.
-        self._local: Breaker | None = None
-        self._retry_redis_at = 0.0
 
     @property
-    def shared(self) -> bool:
-        """False while this process falls back to its own breaker."""
-        return self._local is None
+    def last_seen(self) -> Breaker:
+        """The state as last read or written, without asking Redis."""
+        return self._seen_cache[1].breaker
 
-    def allow(self, *, reconnect: bool = True) -> bool:
-        """Whether the vector stage may run now. After the cool-down, exactly one caller
-        across all processes is let through as the half-open probe. With `reconnect`
-        False, a process that fell back to its own breaker answers from it without trying
-        Redis again (an event loop leaves that to a thread: see LoopGate)."""
-        now = self._clock()
-        known = self._known_verdict(now)
-        if known is not None:
-            return known
-        client = self._shared_client(now, reconnect=reconnect)
-        if client is None:
-            return self._allow_locally(now)
-        try:
-            current = self._read(client)
-            allowed, _ = admit(current.breaker, self._policy, now)
-            if not allowed or current.breaker.state == "closed":
-                return allowed  # closed, or open and cooling down: nothing to write
-            # The cool-down is over: race the other processes for the probe. Only one
-            # EXEC succeeds; the others re-read a fresh probe and are refused.
-            verdict = self._update(client, lambda shared: self._admit(shared, now))
-        except redis.RedisError as exc:
-            self._fall_back(now, exc)
-            return self._allow_locally(now)
-        return bool(verdict)
-
-    def record(self, *, failed: bool) -> None:
-        """Fold one call's outcome in; the caller records a slow call as failed."""
-        self.record_outcomes(1, int(failed))
-
-    def record_outcomes(self, calls: int, failures: int) -> None:
-        """Fold in the outcomes of `calls` calls, `failures` of them failed, in one round
-        trip however many. A half-open breaker's probe counts as failed if any did."""
-        if calls < 1 or not 0 <= failures <= calls:
-            raise ValueError(f"{failures} failures of {calls} calls")
-        now = self._clock()
-        client = self._shared_client(now)
-        if client is None:
-            self._record_locally(now, calls, failures)
-            return
-        try:
-            self._record_shared(client, now, calls, failures)
-        except redis.RedisError as exc:
-            self._fall_back(now, exc)
-            self._record_locally(now, calls, failures)
-
-    def last_seen_state(self) -> State:
-        """The state as this process last knew it, without asking Redis."""
-        return self._local_breaker().state
-
-    def state(self) -> State:
-        now = self._clock()
-        client = self._shared_client(now)
-        if client is None:
-            return self._local_breaker().state
-        try:
-            return self._read(client).breaker.state
-        except redis.RedisError as exc:
-            self._fall_back(now, exc)
-            return self._local_breaker().state
-
-    def window(self) -> tuple[int, int]:
-        """Calls and failures in the closed state's current window."""
-        now = self._clock()
-        client = self._shared_client(now)
-        if client is not None:
-            try:
-                epoch = self._read(client).epoch
-                return _sums(client.mget(self._window_keys(epoch, self._bucket(now))), BUCKETS)
-            except redis.RedisError as exc:
-                self._fall_back(now, exc)
-        window = self._policy.window_s
-        recent = [failed for t, failed in self._local_breaker().outcomes if now - t < window]
-        return len(recent), sum(recent)
-
-    # Shared state.
-
-    def _read(self, client: redis.Redis) -> _Shared:
-        return self._seen(client.get(self._key))
-
-    @property
-    def _last_seen(self) -> _Shared:
-        return self._seen_cache[1]
-
-    def _seen(self, raw: _Raw) -> _Shared:
-        cached_raw, cached, _ = self._seen_cache
-        shared = cached if raw == cached_raw else _load(raw)
-        self._seen_cache = (raw, shared, self._clock())
-        return shared
-
-    def _known_verdict(self, now: float) -> bool | None:
+    def known_verdict(self, now: float) -> bool | None:
         """`allow()`'s verdict when the last state seen settles it (see the module's
         docstring); None when Redis must be asked."""
         _, shared, seen_at = self._seen_cache
-        if self._local is not None:
-            return None
         breaker = shared.breaker
         if breaker.state == "closed":
             return True if now - seen_at < FRESH_S else None
@@ -230,28 +137,52 @@ class SharedBreaker:
             return False if now - breaker.opened_at < self._policy.cooldown_s else None
         return None
 
-    def _record_shared(self, client: redis.Redis, now: float, calls: int, failures: int) -> None:
-        epoch = self._last_seen.epoch  # as of this process's last read, usually allow()'s
-        current, in_window, failed_in_window = self._count(client, now, epoch, calls, failures)
+    def read(self) -> Breaker:
+        return self._read().breaker
+
+    def allow(self, now: float) -> bool:
+        current = self._read()
+        allowed, _ = admit(current.breaker, self._policy, now)
+        if not allowed or current.breaker.state == "closed":
+            return allowed  # closed, or open and cooling down: nothing to write
+        # The cool-down is over: race the other processes for the probe. Only one
+        # EXEC succeeds; the others re-read a fresh probe and are refused.
+        return bool(self._update(lambda shared: self._admit(shared, now)))
+
+    def record(self, now: float, calls: int, failures: int) -> None:
+        epoch = self._seen_cache[1].epoch  # as of this process's last read, usually allow()'s
+        current, in_window, failed_in_window = self._count(now, epoch, calls, failures)
         if current.breaker.state == "closed" and current.epoch != epoch:
             # It closed again since this process last looked: count in the current window.
             epoch = current.epoch
-            current, in_window, failed_in_window = self._count(client, now, epoch, calls, failures)
+            current, in_window, failed_in_window = self._count(now, epoch, calls, failures)
         if current.breaker.state == "half_open":
             failed = failures > 0
-            self._update(client, lambda shared: self._settle_probe(shared, now, failed=failed))
+            self._update(lambda shared: self._settle_probe(shared, now, failed=failed))
         elif current.breaker.state == "closed" and trips(in_window, failed_in_window, self._policy):
-            self._update(client, lambda shared: self._trip(shared, epoch, now))
+            self._update(lambda shared: self._trip(shared, epoch, now))
         # Open: a straggler that started before it opened. Its counts land in an epoch that
         # closing leaves behind, so they never count.
 
-    def _count(
-        self, client: redis.Redis, now: float, epoch: int, calls: int, failures: int
-    ) -> tuple[_Shared, int, int]:
+    def window(self, now: float) -> tuple[int, int]:
+        """Calls and failures in the closed state's current window."""
+        epoch = self._read().epoch
+        return _sums(self._client.mget(self._window_keys(epoch, self._bucket(now))), BUCKETS)
+
+    def _read(self) -> _Shared:
+        return self._seen(self._client.get(self.key))
+
+    def _seen(self, raw: _Raw) -> _Shared:
+        cached_raw, cached, _ = self._seen_cache
+        shared = cached if raw == cached_raw else _load(raw)
+        self._seen_cache = (raw, shared, self._clock())
+        return shared
+
+    def _count(self, now: float, epoch: int, calls: int, failures: int) -> tuple[_Shared, int, int]:
         """Add outcomes to their bucket and read the state and window, in one round trip."""
         bucket = self._bucket(now)
-        with client.pipeline(transaction=False) as pipe:
-            pipe.get(self._key)
+        with self._client.pipeline(transaction=False) as pipe:
+            pipe.get(self.key)
             calls_key, failures_key = self._counter_keys(epoch, bucket)
             for counter, added in ((calls_key, calls), (failures_key, failures)):
                 if added:
@@ -262,22 +193,20 @@ class SharedBreaker:
         calls, failures = _sums(results[-1], BUCKETS)
         return self._seen(results[0]), calls, failures
 
-    def _update(
-        self, client: redis.Redis, change: Callable[[_Shared], tuple[T, _Shared]]
-    ) -> T | None:
+    def _update(self, change: Callable[[_Shared], tuple[T, _Shared]]) -> T | None:
         """Apply `change` to the stored state atomically. None if other processes kept
         changing it for `MAX_ATTEMPTS` tries: they are making the same transition."""
         for _ in range(MAX_ATTEMPTS):
-            with client.pipeline() as pipe:
+            with self._client.pipeline() as pipe:
                 try:
-                    pipe.watch(self._key)  # type: ignore[no-untyped-call]  # unannotated in redis-py
-                    current = self._seen(pipe.get(self._key))
+                    pipe.watch(self.key)  # type: ignore[no-untyped-call]  # unannotated in redis-py
+                    current = self._seen(pipe.get(self.key))
                     result, changed = change(current)
                     if changed == current:
                         return result
                     document = _dump(changed)
                     pipe.multi()
-                    pipe.set(self._key, document)
+                    pipe.set(self.key, document)
                     pipe.execute()
                 except redis.WatchError:
                     continue
@@ -303,7 +232,7 @@ class SharedBreaker:
         return math.floor(now / self._bucket_s)
 
     def _counter_keys(self, epoch: int, bucket: int) -> tuple[str, str]:
-        return f"{self._key}:calls:{epoch}:{bucket}", f"{self._key}:failures:{epoch}:{bucket}"
+        return f"{self.key}:calls:{epoch}:{bucket}", f"{self.key}:failures:{epoch}:{bucket}"
 
     def _window_keys(self, epoch: int, bucket: int) -> list[str]:
         """Calls keys of the window's buckets, then its failures keys."""
@@ -311,55 +240,153 @@ class SharedBreaker:
         pairs = [self._counter_keys(epoch, b) for b in range(first, bucket + 1)]
         return [calls for calls, _ in pairs] + [failures for _, failures in pairs]
 
-    # Falling back to this process's own breaker.
 
-    def _shared_client(self, now: float, *, reconnect: bool = True) -> redis.Redis | None:
-        """The client while Redis answers; None while it does not, except once per
-        `redis_retry_s` when `reconnect`, when a read decides whether to switch back to the
-        shared state."""
-        if self._local is None:
-            return self._redis
-        if now < self._retry_redis_at or not reconnect:
-            return None
-        try:
-            self._read(self._redis)
-        except redis.RedisError:
-            self._retry_redis_at = now + self._redis_retry_s
-            return None
-        with self._lock:
-            self._local = None
-        logger.warning("vector breaker: Redis answers again; using the shared state")
-        return self._redis
+@dataclass
+class _Outage:
+    """Redis is failing: this process runs on its own breaker, which started from the last
+    state it read, and asks Redis again from `retry_at` on."""
 
-    def _fall_back(self, now: float, exc: redis.RedisError) -> None:
-        with self._lock:
-            self._retry_redis_at = now + self._redis_retry_s
-            if self._local is not None:
+    breaker: Breaker
+    retry_at: float
+
+
+class SharedBreaker:
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        key: str,
+        policy: BreakerPolicy,
+        clock: Callable[[], float] = time.time,
+        *,
+        redis_retry_s: float = 1.0,
+    ) -> None:
+        # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
+        # across processes.
+        self._in_redis = BreakerInRedis(redis_client, key, policy, clock)
+        self._policy = policy
+        self._clock = clock
+        self._redis_retry_s = redis_retry_s
+        self._lock = threading.Lock()  # taken to begin or end an outage, and to change its breaker
+        self._outage: _Outage | None = None  # None while Redis answers
+
+    @property
+    def shared(self) -> bool:
+        """False while an outage lasts: this process runs on its own breaker."""
+        return self._outage is None
+
+    def allow(self, *, reconnect: bool = True) -> bool:
+        """Whether the vector stage may run now. After the cool-down, exactly one caller
+        across all processes is let through as the half-open probe. With `reconnect`
+        False, a process in an outage answers from its own breaker without trying Redis
+        again (an event loop leaves that to a thread: see retrieval/breaker_gate.py)."""
+        now = self._clock()
+        if self._outage is None:
+            known = self._in_redis.known_verdict(now)
+            if known is not None:
+                return known
+        if self._redis_answers(now, reconnect=reconnect):
+            try:
+                return self._in_redis.allow(now)
+            except redis.RedisError as exc:
+                self._begin_outage(now, exc)
+        return self._allow_on_own(now)
+
+    def record(self, *, failed: bool) -> None:
+        """Fold one call's outcome in; the caller records a slow call as failed."""
+        self.record_outcomes(1, int(failed))
+
+    def record_outcomes(self, calls: int, failures: int) -> None:
+        """Fold in the outcomes of `calls` calls, `failures` of them failed, in one round
+        trip however many. A half-open breaker's probe counts as failed if any did."""
+        if calls < 1 or not 0 <= failures <= calls:
+            raise ValueError(f"{failures} failures of {calls} calls")
+        now = self._clock()
+        if self._redis_answers(now):
+            try:
+                self._in_redis.record(now, calls, failures)
                 return
-            self._local = self._last_seen.breaker
-        logger.warning("vector breaker: Redis failed (%r); using this process's own", exc)
+            except redis.RedisError as exc:
+                self._begin_outage(now, exc)
+        self._record_on_own(now, calls, failures)
 
-    def _local_breaker(self) -> Breaker:
+    def last_seen_state(self) -> State:
+        """The state as this process last knew it, without asking Redis."""
+        return self._current_breaker().state
+
+    def state(self) -> State:
+        now = self._clock()
+        if self._redis_answers(now):
+            try:
+                return self._in_redis.read().state
+            except redis.RedisError as exc:
+                self._begin_outage(now, exc)
+        return self.last_seen_state()
+
+    def window(self) -> tuple[int, int]:
+        """Calls and failures in the closed state's current window."""
+        now = self._clock()
+        if self._redis_answers(now):
+            try:
+                return self._in_redis.window(now)
+            except redis.RedisError as exc:
+                self._begin_outage(now, exc)
+        window = self._policy.window_s
+        recent = [failed for t, failed in self._current_breaker().outcomes if now - t < window]
+        return len(recent), sum(recent)
+
+    def _redis_answers(self, now: float, *, reconnect: bool = True) -> bool:
+        """True while no outage lasts. During one, False, except once per `redis_retry_s`
+        when `reconnect`, when a read decides whether the outage is over."""
+        outage = self._outage
+        if outage is None:
+            return True
+        if now < outage.retry_at or not reconnect:
+            return False
+        try:
+            self._in_redis.read()
+        except redis.RedisError:
+            outage.retry_at = now + self._redis_retry_s
+            return False
         with self._lock:
-            return self._local or self._last_seen.breaker
+            self._outage = None
+        logger.warning("breaker %s: Redis answers again; using the shared state", self._key)
+        return True
+
+    def _begin_outage(self, now: float, exc: redis.RedisError) -> None:
+        with self._lock:
+            if self._outage is not None:
+                self._outage.retry_at = now + self._redis_retry_s
+                return
+            self._outage = _Outage(self._in_redis.last_seen, now + self._redis_retry_s)
+        logger.warning("breaker %s: Redis failed (%r); using this process's own", self._key, exc)
+
+    @property
+    def _key(self) -> str:
+        return self._in_redis.key
+
+    def _current_breaker(self) -> Breaker:
+        """This process's own during an outage, else the shared state as last seen."""
+        with self._lock:
+            return self._in_redis.last_seen if self._outage is None else self._outage.breaker
 
     # If Redis came back between the caller's check and taking the lock, the verdict comes
-    # from the last shared state and the outcome is dropped: `_local` stays None.
+    # from the last shared state and the outcome is dropped: the outage is over.
 
-    def _allow_locally(self, now: float) -> bool:
+    def _allow_on_own(self, now: float) -> bool:
         with self._lock:
-            allowed, breaker = admit(self._local or self._last_seen.breaker, self._policy, now)
-            if self._local is not None:
-                self._local = breaker
+            outage = self._outage
+            if outage is None:
+                return admit(self._in_redis.last_seen, self._policy, now)[0]
+            allowed, outage.breaker = admit(outage.breaker, self._policy, now)
         return allowed
 
-    def _record_locally(self, now: float, calls: int, failures: int) -> None:
+    def _record_on_own(self, now: float, calls: int, failures: int) -> None:
         with self._lock:
-            if self._local is None:
+            if self._outage is None:
                 return
             # Failures first: a half-open probe among them settles as failed, as shared.
-            self._local = record_many(
-                self._local, self._policy, now, calls=calls, failures=failures
+            self._outage.breaker = record_many(
+                self._outage.breaker, self._policy, now, calls=calls, failures=failures
             )
 
 
