@@ -9,11 +9,11 @@ from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
 from retrieval.admission import AdmissionLimit
+from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
-from retrieval.loop_gate import LoopGate
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
@@ -53,8 +53,8 @@ def vector_breaker() -> SharedBreaker:
 
 
 @cache
-def vector_gate() -> LoopGate:
-    return LoopGate(vector_breaker())
+def vector_gate() -> BreakerGate:
+    return BreakerGate(vector_breaker())
 
 
 @cache
