@@ -251,6 +251,9 @@ class _Outage:
 
 
 class SharedBreaker:
+    """What callers use: the state in Redis while Redis answers, this process's own breaker
+    during an `_Outage`. Nothing here raises because of Redis."""
+
     def __init__(
         self,
         redis_client: redis.Redis,
@@ -275,10 +278,11 @@ class SharedBreaker:
         return self._outage is None
 
     def allow(self, *, reconnect: bool = True) -> bool:
-        """Whether the vector stage may run now. After the cool-down, exactly one caller
-        across all processes is let through as the half-open probe. With `reconnect`
-        False, a process in an outage answers from its own breaker without trying Redis
-        again (an event loop leaves that to a thread: see retrieval/breaker_gate.py)."""
+        """Whether the guarded call (the vector stage) may go ahead now. After the
+        cool-down, exactly one caller across all processes is let through as the half-open
+        probe. With `reconnect` False, a process in an outage answers from its own breaker
+        without trying Redis again (an event loop leaves that to a thread: see
+        retrieval/breaker_gate.py)."""
         now = self._clock()
         if self._outage is None:
             known = self._in_redis.known_verdict(now)
