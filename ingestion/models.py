@@ -32,7 +32,7 @@ class Source(models.Model):
     etag = models.CharField(max_length=500, blank=True)
     last_modified = models.CharField(max_length=100, blank=True)
     payload_hash = models.CharField(max_length=64, blank=True)
-    # Circuit breaker (searchsite/breaker.py): state, and its sliding window of outcomes.
+    # Circuit breaker (resilience/breaker.py): state, and its sliding window of outcomes.
     breaker_state = models.CharField(max_length=16, default="closed")
     breaker_opened_at = models.DateTimeField(null=True, blank=True)
     breaker_window = models.JSONField(default=dict, blank=True)

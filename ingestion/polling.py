@@ -19,7 +19,7 @@ from ingestion.drafts import PayloadError
 from ingestion.fetching import FetchError, FetchResult, fetch_url, read_local
 from ingestion.models import Poll, Source
 from ingestion.parsing import parse_payload
-from searchsite.breaker import Breaker, admit, policy_from_settings, record
+from resilience.breaker import Breaker, admit, policy_from_settings, record
 
 Clock = Callable[[], float]
 

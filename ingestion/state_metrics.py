@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ingestion.models import Source
-from searchsite.breaker import State
+from resilience.breaker import State
 
 KINDS = Source.Kind.values
 BREAKER_STATES = get_args(State)

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from ingestion import indexing, polling, scheduling
-from searchsite.redis_client import get_redis
+from resilience.redis_clients import get_redis
 
 _EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
 

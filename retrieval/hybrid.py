@@ -24,10 +24,10 @@ from retrieval.deadline import Budgets, Deadline
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.protocols import (
     Admission,
-    Gate,
     LexicalIndex,
     QueryEmbedder,
     ResultCache,
+    VectorBreaker,
     VectorIndex,
 )
 from retrieval.types import (
@@ -52,7 +52,7 @@ class Dependencies:
     embedder: QueryEmbedder
     cache: ResultCache
     active_generation: Callable[[float], Awaitable[int | None]]  # timeout_s -> id
-    breaker: Gate
+    breaker: VectorBreaker
     admission: Admission
     warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
     clock: Callable[[], float] = time.monotonic

@@ -5,18 +5,19 @@ from functools import cache
 from django.conf import settings
 
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from resilience.breaker import policy_from_settings
+from resilience.redis_clients import breaker_redis_client
+from resilience.shared_breaker import SharedBreaker
 from retrieval.admission import AdmissionLimit
+from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
-from retrieval.loop_gate import LoopGate
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
-from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
 from retrieval.warming import schedule_warming
-from searchsite.breaker import policy_from_settings
 
 _generations = GenerationLookup()
 
@@ -52,8 +53,8 @@ def vector_breaker() -> SharedBreaker:
 
 
 @cache
-def vector_gate() -> LoopGate:
-    return LoopGate(vector_breaker())
+def vector_gate() -> BreakerGate:
+    return BreakerGate(vector_breaker())
 
 
 @cache

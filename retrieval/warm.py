@@ -6,6 +6,7 @@ import dataclasses
 
 from django.conf import settings
 
+from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.cache import RedisResultCache, close_async_redis
 from retrieval.deadline import BudgetPolicy, plan_budgets
@@ -14,7 +15,6 @@ from retrieval.pg import close_pools
 from retrieval.service import dependencies
 from retrieval.types import Mode, Query
 from retrieval.warming import job_key, load_job
-from searchsite.redis_client import get_redis
 
 
 class AlwaysAllow:

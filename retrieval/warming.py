@@ -8,12 +8,12 @@ import asyncio
 import dataclasses
 import json
 
+from celery import current_app
 from redis.exceptions import RedisError
 
 from retrieval import metrics
 from retrieval.cache import async_redis
 from retrieval.types import Query
-from searchsite.celery import app as celery_app
 
 WARM_TASK = "retrieval.tasks.warm_cache"
 DEDUP_TTL_S = 60
@@ -40,8 +40,9 @@ async def schedule_warming(key: str, query: Query) -> None:
         metrics.WARMING.labels(event="failed").inc()
         return
     # Publishing is a blocking socket write; keep it off the event loop.
-    # By name: services never import tasks.
-    await asyncio.to_thread(celery_app.send_task, WARM_TASK, args=[key])
+    # By name: services never import tasks. `current_app` is the project's app
+    # (searchsite/celery.py): Celery's Django fix-up makes it every thread's default.
+    await asyncio.to_thread(current_app.send_task, WARM_TASK, args=[key])
     metrics.WARMING.labels(event="enqueued").inc()
 
 

@@ -9,8 +9,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from ingestion.generations import active_generation
+from resilience.redis_clients import get_redis
 from searchsite.heartbeat import newest_age_s
-from searchsite.redis_client import get_redis
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import redis
 from celery import bootsteps
 from django.conf import settings
 
-from searchsite.redis_client import get_redis
+from resilience.redis_clients import get_redis
 
 HEARTBEAT_KEY = "searchsite:worker-heartbeats"
 

@@ -10,9 +10,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from resilience.redis_clients import get_redis
 from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
-from searchsite.redis_client import get_redis
 from searchsite.supervisor import worker_argv
 
 

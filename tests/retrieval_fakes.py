@@ -93,7 +93,7 @@ class MemoryCache:
 
 
 @dataclass
-class Gate:
+class FixedBreaker:
     open_: bool = False
     outcomes: list[bool] = field(default_factory=list)
 
@@ -117,7 +117,7 @@ def dependencies(
     vector: FixedVector,
     *,
     cache: MemoryCache | None = None,
-    gate: Gate | None = None,
+    breaker: FixedBreaker | None = None,
     slots: AdmissionLimit | None = None,
     warm: WarmRecorder | None = None,
     generation: int | None = 1,
@@ -131,7 +131,7 @@ def dependencies(
         embedder=ZeroEmbedder(),
         cache=cache or MemoryCache(),
         active_generation=active,
-        breaker=gate or Gate(),
+        breaker=breaker or FixedBreaker(),
         admission=slots or AdmissionLimit(10),
         warm=warm or WarmRecorder(),
         clock=time.monotonic,

@@ -2,7 +2,7 @@
 
 import random
 
-from searchsite.breaker import Breaker, BreakerPolicy, admit, record, record_many
+from resilience.breaker import Breaker, BreakerPolicy, admit, record, record_many
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)
 

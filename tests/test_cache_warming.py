@@ -10,10 +10,10 @@ from django.test import AsyncClient
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
+from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.query import parse_query
-from searchsite.redis_client import get_redis
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.search_fixtures import embeddings_locked, index_listings, search_json
 

@@ -9,7 +9,7 @@ from django.test import Client
 from pytest_django import Settings
 
 from ingestion import generations
-from searchsite import redis_client
+from resilience import redis_clients
 from searchsite.heartbeat import HEARTBEAT_KEY, beat
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def fresh_heartbeat() -> Iterator[None]:
-    client = redis_client.get_redis()
+    client = redis_clients.get_redis()
     client.delete(HEARTBEAT_KEY)
     beat(client, "worker@test")
     yield
@@ -42,7 +42,7 @@ def test_it_names_a_missing_active_generation(client: Client, fresh_heartbeat: N
 
 def test_it_names_a_worker_that_stopped_beating(client: Client) -> None:
     generations.ensure_active_generation("model-a", 3)
-    redis = redis_client.get_redis()
+    redis = redis_clients.get_redis()
     redis.delete(HEARTBEAT_KEY)
     beat(redis, "worker@test", now=time.time() - 600)
     try:
@@ -58,10 +58,10 @@ def test_it_names_redis_when_redis_is_unreachable(
 ) -> None:
     generations.ensure_active_generation("model-a", 3)
     settings.REDIS_URL = f"unix://{tmp_path}/nothing-listens-here.sock"
-    redis_client.get_redis.cache_clear()
+    redis_clients.get_redis.cache_clear()
     try:
         response = client.get("/healthz")
     finally:
-        redis_client.get_redis.cache_clear()
+        redis_clients.get_redis.cache_clear()
     assert response.status_code == 503
     assert set(response.json()["failing"]) == {"redis", "worker"}

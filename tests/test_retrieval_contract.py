@@ -13,9 +13,9 @@ from retrieval.deadline import BudgetPolicy, plan_budgets
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
 from retrieval.types import CachedRanking, Mode, Query, Reason
 from tests.retrieval_fakes import (
+    FixedBreaker,
     FixedLexical,
     FixedVector,
-    Gate,
     MemoryCache,
     WarmRecorder,
     dependencies,
@@ -122,7 +122,7 @@ async def test_an_entry_of_another_generation_is_never_served() -> None:
 
 async def test_an_open_breaker_skips_the_vector_stage_at_once() -> None:
     vector = FixedVector([2])
-    deps = dependencies(FixedLexical([1]), vector, gate=Gate(open_=True))
+    deps = dependencies(FixedLexical([1]), vector, breaker=FixedBreaker(open_=True))
     outcome = await hybrid_search(QUERY, BUDGETS, deps)
     assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.BREAKER_OPEN])
     assert vector.probe.calls == 0
@@ -145,16 +145,16 @@ async def test_the_admission_slot_is_released_when_the_stage_ends() -> None:
 
 
 async def test_failures_and_timeouts_are_reported_to_the_breaker() -> None:
-    gate = Gate()
+    breaker = FixedBreaker()
     await hybrid_search(
-        QUERY, BUDGETS, dependencies(FixedLexical([1]), FixedVector([2]), gate=gate)
+        QUERY, BUDGETS, dependencies(FixedLexical([1]), FixedVector([2]), breaker=breaker)
     )
-    failing = dependencies(FixedLexical([1]), FixedVector([2], fail=True), gate=gate)
+    failing = dependencies(FixedLexical([1]), FixedVector([2], fail=True), breaker=breaker)
     outcome = await hybrid_search(QUERY, BUDGETS, failing)
-    stalled = dependencies(FixedLexical([1]), FixedVector([2], stall=True), gate=gate)
+    stalled = dependencies(FixedLexical([1]), FixedVector([2], stall=True), breaker=breaker)
     await hybrid_search(QUERY, BUDGETS, stalled)
     assert outcome.reasons == [Reason.VECTOR_ERROR]
-    assert gate.outcomes == [False, True, True]
+    assert breaker.outcomes == [False, True, True]
 
 
 async def test_without_budget_for_vectors_no_vector_search_starts() -> None:

@@ -10,10 +10,10 @@ import pytest
 import redis
 from django.conf import settings
 
-from retrieval.vector_breaker import SharedBreaker, breaker_redis_client
-from searchsite.breaker import Breaker, BreakerPolicy, record
-from searchsite.breaker import trips as window_trips
-from searchsite.redis_client import get_redis
+from resilience.breaker import Breaker, BreakerPolicy, record
+from resilience.breaker import trips as window_trips
+from resilience.redis_clients import breaker_redis_client, get_redis
+from resilience.shared_breaker import SharedBreaker
 from tests.conftest import run_together
 from tests.factories import FakeClock
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from ingestion.models import Poll, Source
 from ingestion.polling import ingest_payload
 from ingestion.tasks import schedule_embedding
-from searchsite.redis_client import get_redis
+from resilience.redis_clients import get_redis
 
 
 class Command(BaseCommand):

@@ -112,5 +112,5 @@ def opened(now: float) -> Breaker:
 
 def trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:
     """Whether a closed breaker's window of `calls` outcomes, `failures` of them failed,
-    opens it. Also used on counts kept elsewhere (retrieval/vector_breaker.py)."""
+    opens it. Also used on counts kept elsewhere (resilience/shared_breaker.py)."""
     return calls > 0 and calls >= policy.min_calls and failures / calls >= policy.failure_ratio

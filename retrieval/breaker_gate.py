@@ -1,4 +1,5 @@
-"""The vector breaker as the event loop calls it.
+"""The shared breaker as the event loop calls it: `BreakerGate`, the vector stage's breaker
+that `hybrid_search` asks (`retrieval.protocols.VectorBreaker`).
 
 Recording an outcome is a Redis round trip (0.5 ms here, up to the client's timeout while
 Redis struggles); made on the event loop, it held up every other search of the process.
@@ -25,13 +26,13 @@ import logging
 import threading
 from typing import Protocol
 
+from resilience.breaker import State
 from retrieval import metrics
-from searchsite.breaker import State
 
 logger = logging.getLogger(__name__)
 
 
-class Breaker(Protocol):  # retrieval.vector_breaker.SharedBreaker
+class GatedBreaker(Protocol):  # resilience.shared_breaker.SharedBreaker
     def allow(self, *, reconnect: bool = True) -> bool: ...
 
     def record_outcomes(self, calls: int, failures: int) -> None: ...
@@ -39,8 +40,8 @@ class Breaker(Protocol):  # retrieval.vector_breaker.SharedBreaker
     def last_seen_state(self) -> State: ...
 
 
-class LoopGate:
-    def __init__(self, breaker: Breaker, *, linger_s: float = 0.05) -> None:
+class BreakerGate:
+    def __init__(self, breaker: GatedBreaker, *, linger_s: float = 0.05) -> None:
         self.breaker = breaker
         self._linger_s = linger_s
         self._changed = threading.Condition()

@@ -6,8 +6,8 @@ import threading
 
 from prometheus_client import REGISTRY
 
-from retrieval.loop_gate import LoopGate
-from searchsite.breaker import State
+from resilience.breaker import State
+from retrieval.breaker_gate import BreakerGate
 
 
 class BlockingBreaker:
@@ -33,7 +33,7 @@ class BlockingBreaker:
 
 def test_record_returns_while_the_breaker_is_still_recording() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker, linger_s=0)
+    gate = BreakerGate(breaker, linger_s=0)
     gate.record(failed=True)  # would hang here if recorded on the caller's thread
     assert breaker.busy.wait(10)
     assert breaker.recorded == []
@@ -44,7 +44,7 @@ def test_record_returns_while_the_breaker_is_still_recording() -> None:
 
 def test_outcomes_gathered_while_it_is_busy_reach_it_in_one_call() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker, linger_s=0)
+    gate = BreakerGate(breaker, linger_s=0)
     gate.record(failed=False)
     assert breaker.busy.wait(10)  # the first outcome is being recorded ...
     for failed in (True, False, True, False, False):
@@ -58,7 +58,7 @@ def test_outcomes_gathered_while_it_is_busy_reach_it_in_one_call() -> None:
 def test_it_lingers_so_that_outcomes_close_together_share_one_call() -> None:
     breaker = BlockingBreaker()
     breaker.release.set()  # an idle breaker: only the lingering can gather these
-    gate = LoopGate(breaker, linger_s=3600)
+    gate = BreakerGate(breaker, linger_s=3600)
     for failed in (True, False, False):
         gate.record(failed=failed)
     gate.flush()  # hands over at once, lingering or not
@@ -67,17 +67,17 @@ def test_it_lingers_so_that_outcomes_close_together_share_one_call() -> None:
 
 
 def test_allow_reports_the_state_it_saw() -> None:
-    gate = LoopGate(BlockingBreaker("open"))
+    gate = BreakerGate(BlockingBreaker("open"))
     assert not gate.allow()
     assert REGISTRY.get_sample_value("retrieval_vector_breaker_open") == 1
-    gate = LoopGate(BlockingBreaker("closed"))
+    gate = BreakerGate(BlockingBreaker("closed"))
     assert gate.allow()
     assert REGISTRY.get_sample_value("retrieval_vector_breaker_open") == 0
 
 
 def test_allow_leaves_reconnecting_to_redis_to_the_thread() -> None:
     breaker = BlockingBreaker()
-    gate = LoopGate(breaker)
+    gate = BreakerGate(breaker)
     gate.allow()
     assert breaker.reconnects == [False]
     gate.close()
