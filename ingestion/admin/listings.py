@@ -1,8 +1,10 @@
+from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from ingestion import merging
+from ingestion import merging, tasks, versions
 from ingestion.models import Listing, SourceRecord
 
 
@@ -35,6 +37,13 @@ class ListingAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Listing]:
         # One query for the whole page, not a count per row.
         return super().get_queryset(request).annotate(record_total=Count("records"))
+
+    def save_model(
+        self, request: HttpRequest, obj: Listing, form: "forms.ModelForm[Listing]", change: bool
+    ) -> None:
+        if versions.save_edit(obj, form.changed_data):
+            # After the commit, or the worker could embed the old text it still reads.
+            transaction.on_commit(tasks.schedule_embedding)
 
     @admin.display(description="records", ordering="record_total")
     def record_count(self, listing: Listing) -> int:
