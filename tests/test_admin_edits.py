@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
-from ingestion import generations
+from ingestion import generations, merging
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
-from ingestion.models import Listing, ListingEmbedding
+from ingestion.models import Listing, ListingEmbedding, Source, SourceRecord
 from ingestion.tasks import _EMBED_SCHEDULED_KEY
 from ingestion.text import EMBEDDED_FIELDS, embedding_text
 from ingestion.upsert import apply_draft
@@ -189,3 +189,39 @@ def test_only_an_edit_of_the_embedded_text_bumps_the_version_and_queues_the_embe
     listing.refresh_from_db()
     assert listing.content_version == (2 if text_changed else 1)
     assert get_redis().llen("embedding") == (1 if text_changed else 0)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_queued_embedding")
+@pytest.mark.parametrize(
+    ("changelist", "action"),
+    [
+        ("admin:ingestion_listing_changelist", "merge_listings"),
+        ("admin:ingestion_sourcerecord_changelist", "split_records"),
+    ],
+)
+def test_a_merge_or_split_in_admin_queues_the_embedding_after_the_commit(
+    admin_client: Client,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    changelist: str,
+    action: str,
+) -> None:
+    """Both change a listing's embedded text (merge adds an alias, split rebuilds the listing
+    it leaves), and split makes a listing no generation has a vector of."""
+    feed, calendar = source("Courier"), source("Blue Note", kind=Source.Kind.CALENDAR)
+    apply_draft(feed, draft("a", title=OLD_TITLE, starts_at=None), timezone.now())
+    apply_draft(calendar, draft("b", title="Sourdough class", starts_at=None), timezone.now())
+    if action == "merge_listings":
+        selected = [listing.pk for listing in Listing.objects.all()]
+        assert len(selected) == 2
+    else:
+        merging.merge(*Listing.objects.order_by("pk"))
+        selected = [SourceRecord.objects.get(external_id="b").pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            reverse(changelist), {"action": action, "_selected_action": selected}
+        )
+        assert get_redis().llen("embedding") == 0
+    assert response.status_code == 302, response.content
+    assert Listing.objects.count() == (1 if action == "merge_listings" else 2)
+    assert get_redis().llen("embedding") == 1

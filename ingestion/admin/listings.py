@@ -58,6 +58,7 @@ class ListingAdmin(admin.ModelAdmin):
         keep = listings[0]
         for other in listings[1:]:
             keep = merging.merge(keep, other)
+        transaction.on_commit(tasks.schedule_embedding)  # the kept listing's text changed
         self.message_user(request, f"Merged {len(listings)} listings into “{keep.title}”.")
 
 
@@ -78,4 +79,6 @@ class SourceRecordAdmin(admin.ModelAdmin):
                 split += 1
             except ValueError as exc:
                 self.message_user(request, f"{record.external_id}: {exc}", "warning")
+        if split:
+            transaction.on_commit(tasks.schedule_embedding)  # new listings, and changed ones
         self.message_user(request, f"Split {split} record(s) into listings of their own.")
