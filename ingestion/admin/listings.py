@@ -65,6 +65,8 @@ class ListingAdmin(admin.ModelAdmin):
 @admin.register(SourceRecord)
 class SourceRecordAdmin(admin.ModelAdmin):
     list_display = ("external_id", "source", "listing", "withdrawn", "updated_at")
+    # Named: the admin follows only non-null foreign keys by itself, and `listing` may be null.
+    list_select_related = ("source", "listing")
     list_filter = ("source__kind", "withdrawn")
     search_fields = ("external_id",)
     readonly_fields = ("source", "external_id", "content_hash", "listing", "data", "withdrawn")
