@@ -5,11 +5,17 @@ HNSW index covers only its own rows, so a search of generation N never sees vect
 another generation and a generation may use another model or dimension count.
 """
 
+from typing import TYPE_CHECKING, Any, TypedDict
+
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F, Func, IntegerField, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from ingestion.models import IndexGeneration
+from ingestion.models import IndexGeneration, Listing, ListingEmbedding
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 # Bump when the text that is embedded for a listing changes: vectors of the old pipeline
 # are then stale, and a new generation must be built.
@@ -68,18 +74,41 @@ def ensure_active_generation(embedding_model: str, dimensions: int) -> IndexGene
         return generation
 
 
+class Progress(TypedDict):
+    embedded: int
+    active_listings: int
+
+
+def with_progress(
+    queryset: QuerySet[IndexGeneration],
+) -> "QuerySet[WithAnnotations[IndexGeneration, Progress]]":
+    """`queryset` with each generation's `embedded` (active listings with a vector of their
+    current content version) and `active_listings`, in the one query however many rows."""
+    active = Listing.objects.filter(status=Listing.Status.ACTIVE)
+    current = ListingEmbedding.objects.filter(
+        generation=OuterRef("pk"),
+        listing__status=Listing.Status.ACTIVE,
+        content_version=F("listing__content_version"),
+    )
+    return queryset.annotate(
+        embedded=_count_of(current, "listing_id"), active_listings=_count_of(active, "pk")
+    )
+
+
+def _count_of(rows: QuerySet[Any], column: str) -> Subquery:
+    # count() as a plain function, not an aggregate: the ORM then adds no GROUP BY and the
+    # subquery is one row, the count of all of `rows`.
+    counted = rows.order_by().annotate(n=Func(F(column), function="count")).values("n")
+    return Subquery(counted, output_field=IntegerField())
+
+
 def progress(generation: IndexGeneration) -> tuple[int, int]:
     """(listings embedded at their current version, active listings) for a generation."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(e.listing_id), count(*) FROM ingestion_listing l"
-            " LEFT JOIN ingestion_listing_embedding e ON e.listing_id = l.id"
-            " AND e.generation_id = %s AND e.content_version = l.content_version"
-            " WHERE l.status = 'active'",
-            [generation.pk],
-        )
-        done, total = cursor.fetchone()
-    return int(done), int(total)
+    return (
+        with_progress(IndexGeneration.objects.filter(pk=generation.pk))
+        .values_list("embedded", "active_listings")
+        .get()
+    )
 
 
 def mark_ready(generation: IndexGeneration) -> None:

@@ -7,6 +7,10 @@ from ingestion.drafts import ListingDraft
 
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 
+# The listing fields `embedding_text` is made of: a change to any of them makes the
+# listing's vectors stale (its content version is bumped), a change to any other does not.
+EMBEDDED_FIELDS = ("title", "venue", "aliases", "description")
+
 
 def normalise(text: str) -> str:
     """Case, Unicode form, accents, punctuation and whitespace folded away."""

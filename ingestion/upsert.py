@@ -10,15 +10,11 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
 
-from django.db.models import F
-
 from ingestion import dedup
 from ingestion.drafts import ListingDraft
 from ingestion.models import Listing, Source, SourceRecord
-from ingestion.text import draft_fields
-
-# Fields whose change alters the embedded text, and so makes the listing's vectors stale.
-_EMBEDDED_FIELDS = ("title", "description", "venue", "aliases")
+from ingestion.text import EMBEDDED_FIELDS, draft_fields
+from ingestion.versions import save_listing
 
 
 class Outcome(StrEnum):
@@ -113,17 +109,12 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
         if value in ("", None, []) and getattr(listing, name):
             continue
         if getattr(listing, name) != value:
-            text_changed |= name in _EMBEDDED_FIELDS
+            text_changed |= name in EMBEDDED_FIELDS
             setattr(listing, name, value)
     listing.status = Listing.Status.ACTIVE
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind
-    bump = listing.pk is not None and text_changed
-    if bump:
-        listing.content_version = F("content_version") + 1
-    listing.save()
-    if bump:
-        listing.refresh_from_db(fields=["content_version"])  # the expression, as a number
+    save_listing(listing, text_changed=text_changed)
 
 
 def _save_record(

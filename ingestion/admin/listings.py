@@ -1,8 +1,10 @@
+from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from ingestion import merging
+from ingestion import merging, tasks, versions
 from ingestion.models import Listing, SourceRecord
 
 
@@ -36,6 +38,13 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
         # One query for the whole page, not a count per row.
         return super().get_queryset(request).annotate(record_total=Count("records"))
 
+    def save_model(
+        self, request: HttpRequest, obj: Listing, form: "forms.ModelForm[Listing]", change: bool
+    ) -> None:
+        if versions.save_edit(obj, form.changed_data):
+            # After the commit, or the worker could embed the old text it still reads.
+            transaction.on_commit(tasks.schedule_embedding)
+
     @admin.display(description="records", ordering="record_total")
     def record_count(self, listing: Listing) -> int:
         return int(getattr(listing, "record_total", 0))
@@ -49,12 +58,15 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
         keep = listings[0]
         for other in listings[1:]:
             keep = merging.merge(keep, other)
+        transaction.on_commit(tasks.schedule_embedding)  # the kept listing's text changed
         self.message_user(request, f"Merged {len(listings)} listings into “{keep.title}”.")
 
 
 @admin.register(SourceRecord)
 class SourceRecordAdmin(admin.ModelAdmin[SourceRecord]):
     list_display = ("external_id", "source", "listing", "withdrawn", "updated_at")
+    # Named: the admin follows only non-null foreign keys by itself, and `listing` may be null.
+    list_select_related = ("source", "listing")
     list_filter = ("source__kind", "withdrawn")
     search_fields = ("external_id",)
     readonly_fields = ("source", "external_id", "content_hash", "listing", "data", "withdrawn")
@@ -69,4 +81,6 @@ class SourceRecordAdmin(admin.ModelAdmin[SourceRecord]):
                 split += 1
             except ValueError as exc:
                 self.message_user(request, f"{record.external_id}: {exc}", "warning")
+        if split:
+            transaction.on_commit(tasks.schedule_embedding)  # new listings, and changed ones
         self.message_user(request, f"Split {split} record(s) into listings of their own.")
