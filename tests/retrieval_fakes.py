@@ -1,17 +1,26 @@
-"""Injected implementations of the retrieval seams, for contract tests: they answer,
-stall until cancelled, or fail, and record what happened to them. No sleeping: a stalled
-stage waits on an event that only cancellation ends."""
+"""Injected implementations of the retrieval seams: they answer, stall until cancelled, wait
+as behind a lock, or fail, and record what happened to them. No sleeping: a stalled stage
+waits on an event that only cancellation (or, behind a lock, its own timeout) ends.
+
+They keep the seams' contracts as the real implementations do (tests/contracts/), so what
+tests/test_retrieval_contract.py proves with them holds for Postgres and Redis too."""
 
 import asyncio
+import hashlib
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
+from ingestion.embedding import DIMENSIONS
 from retrieval.admission import AdmissionLimit
 from retrieval.hybrid import Dependencies
 from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
+
+_SERVER_TIMEOUT = "canceling statement due to statement timeout"  # Postgres' words
 
 
 class StageProbe:
@@ -19,77 +28,111 @@ class StageProbe:
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.calls = 0
+        self.in_flight = 0  # searches started and not yet ended, however they ended
 
-    async def stall(self) -> None:
+    @asynccontextmanager
+    async def searching(
+        self, *, stall: bool, locked: bool, timeout_ms: float
+    ) -> AsyncIterator[None]:
+        """Count a search in while it runs, having waited as it is told to: until
+        cancelled (`stall`, as an HNSW scan its statement_timeout cannot cut), or until
+        cancelled or `timeout_ms` passes (`locked`, as a statement waiting on a lock)."""
+        self.calls += 1
+        self.in_flight += 1
+        self.started.set()
         try:
-            await asyncio.Event().wait()  # never set: only cancellation ends this
+            if stall or locked:
+                await self._wait(None if stall else timeout_ms / 1000)
+            yield
+        finally:
+            self.in_flight -= 1
+
+    async def _wait(self, timeout_s: float | None) -> None:
+        try:
+            await asyncio.wait_for(asyncio.Event().wait(), timeout_s)  # never set
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
+        except TimeoutError:
+            raise StageTimeoutError(_SERVER_TIMEOUT) from None
 
 
 class FixedLexical:
-    """Answers with fixed ids, or stalls until cancelled."""
+    """Answers with fixed ids, best first, except those withdrawn since; or stalls until
+    cancelled; or, `locked`, waits until cancelled or its timeout passes."""
 
-    def __init__(self, ids: list[int], *, stall: bool = False) -> None:
-        self.ids, self.stall, self.probe = ids, stall, StageProbe()
+    def __init__(self, ids: list[int], *, stall: bool = False, locked: bool = False) -> None:
+        self.ids, self.stall, self.locked, self.probe = ids, stall, locked, StageProbe()
+        self.withdrawn: set[int] = set()
 
     async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        self.probe.calls += 1
-        self.probe.started.set()
-        if self.stall:
-            await self.probe.stall()
-        return [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(self.ids[:limit])]
+        async with self.probe.searching(
+            stall=self.stall, locked=self.locked, timeout_ms=timeout_ms
+        ):
+            active = [i for i in self.ids if i not in self.withdrawn]
+            return [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(active[:limit])]
 
 
 class FixedVector:
-    """Answers with fixed ids of one generation, fails, or stalls until cancelled."""
+    """Answers with fixed ids, nearest first, for each generation it holds (`ids` for
+    `generation` to begin with); or fails, or stalls until cancelled, or, `locked`, waits
+    until cancelled or its timeout passes."""
 
     def __init__(
         self,
         ids: list[int],
         *,
         stall: bool = False,
+        locked: bool = False,
         fail: bool = False,
         server_timeout: bool = False,
         generation: int = 1,
     ) -> None:
-        self.ids, self.stall, self.fail, self.generation = ids, stall, fail, generation
+        self.rankings: dict[int, list[int]] = {generation: ids}
+        self.stall, self.locked, self.fail = stall, locked, fail
         self.server_timeout = server_timeout
         self.probe = StageProbe()
 
     async def search(
         self, embedding: npt.NDArray[np.float32], generation: int, limit: int, timeout_ms: float
     ) -> list[Candidate]:
-        self.probe.calls += 1
-        self.probe.started.set()
-        if self.stall:
-            await self.probe.stall()
-        if self.fail:
-            raise RuntimeError("vector index unavailable")
-        if self.server_timeout:
-            raise StageTimeoutError("canceling statement due to statement timeout")
-        if generation != self.generation:
-            return []
-        return [Candidate(i, 1.0 - rank / 100) for rank, i in enumerate(self.ids[:limit])]
+        async with self.probe.searching(
+            stall=self.stall, locked=self.locked, timeout_ms=timeout_ms
+        ):
+            if self.fail:
+                raise RuntimeError("vector index unavailable")
+            if self.server_timeout:
+                raise StageTimeoutError(_SERVER_TIMEOUT)
+            nearest = self.rankings.get(generation, [])[:limit]
+            return [Candidate(i, 1.0 - rank / 100) for rank, i in enumerate(nearest)]
 
 
-class ZeroEmbedder:
+class TextSeededEmbedder:
+    """A unit vector of the model's dimensions, the same for the same text, as the model's;
+    seeded by the text's digest rather than computed from its meaning."""
+
     async def embed(self, text: str) -> npt.NDArray[np.float32]:
-        return np.zeros(3, dtype=np.float32)
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+        vector = np.random.default_rng(seed).normal(size=DIMENSIONS)
+        return (vector / np.linalg.norm(vector)).astype(np.float32)
 
 
 class MemoryCache:
+    """A dict; `unreachable`, it misses and drops writes, as the Redis cache does when
+    Redis is down."""
+
     def __init__(self) -> None:
         self.entries: dict[str, CachedRanking] = {}
         self.puts = 0
+        self.unreachable = False
 
     async def get(self, key: str) -> CachedRanking | None:
-        return self.entries.get(key)
+        return None if self.unreachable else self.entries.get(key)
 
     async def put(self, key: str, ranking: CachedRanking) -> None:
         self.puts += 1
-        self.entries[key] = ranking
+        if not self.unreachable:
+            self.entries[key] = ranking
 
 
 @dataclass
@@ -128,7 +171,7 @@ def dependencies(
     return Dependencies(
         lexical=lexical,
         vector=vector,
-        embedder=ZeroEmbedder(),
+        embedder=TextSeededEmbedder(),
         cache=cache or MemoryCache(),
         active_generation=active,
         breaker=breaker or FixedBreaker(),

@@ -1,0 +1,173 @@
+"""The LexicalIndex contract (retrieval/protocols.py), run against the fake that hybrid.py's
+tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg_lexical.py):
+
+- at most `limit` distinct candidates, best first: a title match before a listing that
+  matches only in its description;
+- only active listings: one withdrawn is no longer answered;
+- a search that has to wait ends with `StageTimeoutError` at its own timeout, and a
+  cancelled one leaves nothing running (tests/contracts/stages.py).
+
+Then the Postgres index's own promises: its bounded pool and its prepared statements.
+"""
+
+import itertools
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from ingestion.models import Listing
+from retrieval import pg_lexical, vocabulary
+from retrieval.pg import LEXICAL_TAG, connection
+from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.protocols import LexicalIndex
+from retrieval.types import Candidate, Query
+from tests.contracts.stages import (
+    FakeStage,
+    PostgresStage,
+    Search,
+    StageDeadlineContract,
+    StageSubject,
+    assert_best_first,
+)
+from tests.retrieval_fakes import FixedLexical
+
+FESTIVAL = Query("festival", "festival", 10, "short")
+BUDGET_MS = 1000.0
+
+
+async def lexical_search(
+    index: LexicalIndex, query: Query, limit: int, budget_ms: float
+) -> list[Candidate]:
+    """Every call of the seam goes through here: the one line its signature touches."""
+    return await index.search(query, limit, budget_ms)
+
+
+class LexicalSubject(StageSubject, Protocol):
+    @property
+    def index(self) -> LexicalIndex: ...
+
+    async def listing(self, *, in_title: bool) -> int:
+        """A new listing that matches "festival" in its title, or only in its description."""
+        ...
+
+    async def withdraw(self, listing_id: int) -> None: ...
+
+
+class FakeLexicalSubject(FakeStage[FixedLexical]):
+    def __init__(self) -> None:
+        super().__init__(FixedLexical([]))
+        self._ids = itertools.count(1)
+        self._titled: list[int] = []
+        self._described: list[int] = []
+
+    async def listing(self, *, in_title: bool) -> int:
+        listing_id = next(self._ids)
+        (self._titled if in_title else self._described).append(listing_id)
+        self.index.ids = self._titled + self._described  # the fake answers in this order
+        return listing_id
+
+    async def withdraw(self, listing_id: int) -> None:
+        self.index.withdrawn.add(listing_id)
+
+
+class PostgresLexicalSubject(PostgresStage):
+    def __init__(self, database_url: str) -> None:
+        super().__init__(database_url, "ingestion_listing", LEXICAL_TAG)
+        self.index = PgLexicalIndex()
+
+    async def listing(self, *, in_title: bool) -> int:
+        title, description = (
+            ("Festival night", "Music.") if in_title else ("Walk", "A walk to the festival.")
+        )
+        return (await Listing.objects.acreate(title=title, description=description)).pk
+
+    async def withdraw(self, listing_id: int) -> None:
+        await Listing.objects.filter(pk=listing_id).aupdate(status=Listing.Status.WITHDRAWN)
+
+
+@pytest.fixture
+async def subject(database_url: str | None) -> AsyncIterator[LexicalSubject]:
+    if database_url is None:
+        yield FakeLexicalSubject()
+        return
+    postgres = PostgresLexicalSubject(database_url)
+    yield postgres
+    await postgres.close()
+
+
+async def listings(
+    subject: LexicalSubject, *, described: int, titled: int
+) -> tuple[list[int], list[int]]:
+    """Listings matching "festival" only in their description, made first (so a scan in
+    physical order meets them first), then listings with it in their title."""
+    body = [await subject.listing(in_title=False) for _ in range(described)]
+    return body, [await subject.listing(in_title=True) for _ in range(titled)]
+
+
+class TestLexicalIndex(StageDeadlineContract[LexicalSubject]):
+    async def one_search(self, subject: LexicalSubject) -> Search:
+        await subject.listing(in_title=True)
+        return lambda budget_ms: lexical_search(subject.index, FESTIVAL, 5, budget_ms)
+
+    async def test_it_answers_at_most_limit_candidates_best_first(
+        self, subject: LexicalSubject
+    ) -> None:
+        body, titled = await listings(subject, described=4, titled=4)
+        found = await lexical_search(subject.index, FESTIVAL, 5, BUDGET_MS)
+        assert_best_first(found, 5)
+        assert {c.listing_id for c in found[:4]} == set(titled)
+        assert found[4].listing_id in body
+
+    async def test_it_answers_only_active_listings(self, subject: LexicalSubject) -> None:
+        kept, withdrawn = await subject.listing(in_title=True), await subject.listing(in_title=True)
+        await subject.withdraw(withdrawn)
+        found = await lexical_search(subject.index, FESTIVAL, 5, BUDGET_MS)
+        assert [c.listing_id for c in found] == [kept]
+
+
+# The Postgres index's own promises.
+
+
+@pytest.fixture
+def postgres(transactional_db: None, test_database_url: str) -> PostgresLexicalSubject:
+    return PostgresLexicalSubject(test_database_url)
+
+
+async def test_when_matches_exceed_the_pool_title_matches_are_the_ones_ranked(
+    postgres: PostgresLexicalSubject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, titled = await listings(postgres, described=6, titled=3)
+    monkeypatch.setattr(pg_lexical, "POOL", 3)
+    found = await lexical_search(postgres.index, FESTIVAL, 10, BUDGET_MS)
+    assert sorted(c.listing_id for c in found) == sorted(titled)
+
+
+async def test_when_matches_fit_in_the_pool_every_match_is_ranked(
+    postgres: PostgresLexicalSubject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body, titled = await listings(postgres, described=2, titled=2)
+    monkeypatch.setattr(pg_lexical, "POOL", 4)  # no title match may take a second place
+    found = await lexical_search(postgres.index, FESTIVAL, 10, BUDGET_MS)
+    assert sorted(c.listing_id for c in found) == sorted(body + titled)
+    assert {c.listing_id for c in found[:2]} == set(titled)  # title weight ranks first
+
+
+async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
+    postgres: PostgresLexicalSubject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await listings(postgres, described=3, titled=3)
+    await sync_to_async(vocabulary.refresh)()
+    for query in (FESTIVAL, Query("festivl walk", "festivl walk", 10, "short")):
+        prepared = await lexical_search(postgres.index, query, 10, BUDGET_MS)
+        async with connection(1) as conn:
+            cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
+            names = {row[0] for row in await cursor.fetchall()}
+        assert {name for name, _ in pg_lexical._PREPARED.values()} <= names
+        with monkeypatch.context() as patched:
+            patched.setattr(
+                pg_lexical, "_PREPARED", dict.fromkeys(pg_lexical._PREPARED, ("none", ""))
+            )
+            assert await lexical_search(postgres.index, query, 10, BUDGET_MS) == prepared
+        assert prepared  # the second query is answered through spelling correction
