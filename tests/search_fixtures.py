@@ -2,7 +2,8 @@
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import psycopg
 from django.db import transaction
@@ -42,20 +43,31 @@ def index_listings() -> None:
     service.forget_active_generation()
 
 
-async def search_json(client: AsyncClient, **params: str) -> dict:
+async def search_json(client: AsyncClient, **params: str) -> dict[str, Any]:
     """`GET /api/search` with `params`, which must answer 200; its JSON body."""
     response = await client.get("/api/search", params)
     assert response.status_code == 200, response.content
-    return json.loads(response.content)
+    body: dict[str, Any] = json.loads(response.content)
+    return body
+
+
+# The table each search stage reads: locking it stalls that stage inside Postgres.
+LEXICAL_TABLE = "ingestion_listing"
+VECTOR_TABLE = "ingestion_listing_embedding"
 
 
 @asynccontextmanager
-async def embeddings_locked(url: str) -> AsyncIterator[psycopg.AsyncConnection]:
-    """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
+async def tables_locked(url: str, *tables: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """Another connection holding ACCESS EXCLUSIVE on `tables` meanwhile."""
     holder = await psycopg.AsyncConnection.connect(url)
     try:
-        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+        await holder.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
         yield holder
     finally:
         await holder.rollback()
         await holder.close()
+
+
+def embeddings_locked(url: str) -> "AbstractAsyncContextManager[psycopg.AsyncConnection]":
+    """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
+    return tables_locked(url, VECTOR_TABLE)
