@@ -1,10 +1,11 @@
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from django.conf import settings
@@ -50,6 +51,16 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.05)
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
+    """wait_until for work this test's own event loop does in the background (a task the
+    response did not wait for): polls without blocking the loop that must run it."""
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(scope="session")
