@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -15,6 +16,13 @@ from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.redis_client import get_redis
 from searchsite.supervisor import worker_argv
+
+# The shared real-world corpora: ../shared/data beside the project, or SHARED_DATA_DIR
+# (a git worktree, for one, does not sit beside the shared folder).
+SHARED_DATA = Path(
+    os.environ.get("SHARED_DATA_DIR")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 def free_port() -> int:
