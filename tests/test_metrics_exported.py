@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from django.test import AsyncClient, Client
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 from pytest_django.fixtures import Settings
 
 from ingestion import generations
@@ -19,6 +18,7 @@ from ingestion.polling import ingest_payload
 from tests.conftest import eventually
 from tests.factories import source
 from tests.feeds import rss
+from tests.scraping import scrape, scrape_sync
 from tests.search_fixtures import (
     LEXICAL_TABLE,
     VECTOR_TABLE,
@@ -31,35 +31,6 @@ from tests.search_fixtures import (
 GENEROUS_VECTOR_BUDGET_MS = 2000
 # A caller's timeout within which a search waiting on a lock must give up its vector stage.
 SHORT_TIMEOUT_MS = "150"
-
-
-class Scrape:
-    """One /metrics answer: sample name and labels -> value (0 for a series not yet seen)."""
-
-    def __init__(self, text: str) -> None:
-        self.samples = {
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-
-    def value(self, name: str, **labels: str) -> float:
-        return self.samples.get((name, frozenset(labels.items())), 0.0)
-
-    def since(self, before: "Scrape", name: str, **labels: str) -> float:
-        return self.value(name, **labels) - before.value(name, **labels)
-
-
-async def scrape(client: AsyncClient) -> Scrape:
-    response = await client.get("/metrics")
-    assert response.status_code == 200
-    return Scrape(response.content.decode())
-
-
-def scrape_sync(client: Client) -> Scrape:
-    response = client.get("/metrics")
-    assert response.status_code == 200
-    return Scrape(response.content.decode())
 
 
 @pytest.fixture
