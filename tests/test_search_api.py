@@ -24,9 +24,15 @@ from tests.search_fixtures import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def test_a_search_is_hybrid_and_says_so(
-    async_client: AsyncClient, indexed_listings: None
-) -> None:
+@pytest.fixture
+async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
+    """One search first: a process's first pays for loading the model and each event
+    loop's first for its pool's connections, which can take longer than the vector
+    budget, and is not what these tests are about."""
+    await search_json(async_client, q="warm up")
+
+
+async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, warmed_up: None) -> None:
     body = await search_json(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
     assert body["degraded"] is False
@@ -76,13 +82,6 @@ async def test_a_misspelt_title_is_corrected_from_the_vocabulary(
     assert "lexical" in body["results"][0]["matched"]
 
 
-@pytest.fixture
-async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
-    """One search first: a process's first pays for the model and the pools, which would
-    take longer than a deadline and not be what a locked-table test means to show."""
-    await search_json(async_client, q="warm up")
-
-
 def _add_listing(title: str, description: str) -> None:
     with transaction.atomic():
         apply_draft(
@@ -116,7 +115,7 @@ def _result_titles(page: str) -> list[str]:
 
 
 async def test_the_page_lists_the_results_with_their_marked_snippets(
-    async_client: AsyncClient, indexed_listings: None
+    async_client: AsyncClient, warmed_up: None
 ) -> None:
     response = await async_client.get("/", {"q": "bread", "timeout_ms": "2000"})
 
