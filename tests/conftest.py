@@ -152,13 +152,15 @@ def _fresh_search_state() -> None:
     in per-process singletons; no test may inherit another's."""
     from retrieval import service
 
+    # First: forgetting the wiring hands the last test's pending breaker outcomes to
+    # Redis, which must then be cleared with the rest.
+    service.forget_wiring()
+    service.forget_active_generation()
     redis = get_redis()
     for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
         keys = list(redis.scan_iter(pattern))
         if keys:
             redis.delete(*keys)
-    service.forget_wiring()
-    service.forget_active_generation()
 
 
 @pytest.fixture
