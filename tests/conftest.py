@@ -1,10 +1,12 @@
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -14,6 +16,13 @@ from resilience.redis_clients import get_redis
 from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.supervisor import worker_argv
+
+# The shared real-world corpora: ../shared/data beside the project, or SHARED_DATA_DIR
+# (a git worktree, for one, does not sit beside the shared folder).
+SHARED_DATA = Path(
+    os.environ.get("SHARED_DATA_DIR")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
+)
 
 
 def free_port() -> int:
@@ -50,6 +59,16 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.05)
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
+    """wait_until for work this test's own event loop does in the background (a task the
+    response did not wait for): polls without blocking the loop that must run it."""
+    deadline = time.monotonic() + timeout_s
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(0.02)
 
 
 @pytest.fixture(scope="session")
@@ -133,13 +152,15 @@ def _fresh_search_state() -> None:
     in per-process singletons; no test may inherit another's."""
     from retrieval import service
 
+    # First: forgetting the wiring hands the last test's pending breaker outcomes to
+    # Redis, which must then be cleared with the rest.
+    service.forget_wiring()
+    service.forget_active_generation()
     redis = get_redis()
     for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
         keys = list(redis.scan_iter(pattern))
         if keys:
             redis.delete(*keys)
-    service.forget_wiring()
-    service.forget_active_generation()
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -51,13 +51,23 @@ async def search_json(client: AsyncClient, **params: str) -> dict[str, Any]:
     return body
 
 
+# The table each search stage reads: locking it stalls that stage inside Postgres.
+LEXICAL_TABLE = "ingestion_listing"
+VECTOR_TABLE = "ingestion_listing_embedding"
+
+
 @asynccontextmanager
-async def embeddings_locked(url: str) -> AsyncIterator[psycopg.AsyncConnection]:
-    """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
+async def tables_locked(url: str, *tables: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """Another connection holding ACCESS EXCLUSIVE on `tables` meanwhile."""
     holder = await psycopg.AsyncConnection.connect(url)
     try:
-        await holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
+        await holder.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
         yield holder
     finally:
         await holder.rollback()
         await holder.close()
+
+
+def embeddings_locked(url: str) -> "AbstractAsyncContextManager[psycopg.AsyncConnection]":
+    """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
+    return tables_locked(url, VECTOR_TABLE)

@@ -14,10 +14,12 @@ from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.query import parse_query
-from tests.conftest import start_worker, stop_worker, wait_until
+from tests.conftest import eventually, start_worker, stop_worker, wait_until
+from tests.scraping import scrape
 from tests.search_fixtures import embeddings_locked, index_listings, search_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+WARMING = "retrieval_cache_warming_total"
 
 
 def _new_active_generation() -> None:
@@ -36,13 +38,24 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     redis = get_redis()
     redis.delete("warming")
     await search_json(async_client, q="warm up")  # imports, pools and the model load: not measured
+    before = await scrape(async_client)
 
     async with embeddings_locked(test_database_url):
         bodies = await asyncio.gather(
             *(search_json(async_client, q="jazz night") for _ in range(20))
         )
     assert {body["mode"] for body in bodies} == {"lexical_fallback"}
-    assert any("vector_timeout" in body["reasons"] for body in bodies)
+    timed_out = sum("vector_timeout" in body["reasons"] for body in bodies)
+    assert timed_out
+
+    async def every_timeout_warmed_or_deduplicated() -> bool:
+        now = await scrape(async_client)
+        events = ("enqueued", "deduplicated")
+        decided = sum(now.since(before, WARMING, event=event) for event in events)
+        return decided == timed_out
+
+    # Warming may be scheduled behind the response: wait for each timeout's decision.
+    await eventually(every_timeout_warmed_or_deduplicated, 10, "every warming decision")
     assert redis.llen("warming") == 1  # twenty timeouts, one task
 
     generation = bodies[0]["index_generation"]

@@ -12,9 +12,9 @@ import pytest
 
 from ingestion.drafts import ListingDraft, PayloadError
 from ingestion.parsers.calendar import parse_calendar
+from tests.conftest import SHARED_DATA
 from tests.factories import assert_well_formed_calendar
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CALENDARS = SHARED_DATA / "calendars"
 RECURRING = CALENDARS / "recurring-ical-events-calendars/recurring_ical_events/test/calendars"
 CORPORA = ("icalendar-tests", "ical-py-testdata", "recurring-ical-events-calendars")

@@ -16,8 +16,9 @@ import pytest
 
 from ingestion.drafts import ParseResult, PayloadError
 from ingestion.parsers.feed import parse_feed
+from tests.conftest import SHARED_DATA
 
-FEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "feeds"
+FEEDS = SHARED_DATA / "feeds"
 if not FEEDS.is_dir():
     pytest.skip(f"shared feed corpora not found at {FEEDS}", allow_module_level=True)
 
@@ -109,9 +110,9 @@ def test_every_input_gives_an_accounted_result_or_a_payload_error(
     escaped = [f"{path}: {error!r}" for path, error in mine.items() if _escaped(error)]
     unaccounted = [str(path) for path, result in mine.items() if not _accounted(result)]
     unexpected = [
-        f"{path}: {_rejection(outcome)!r}, expected {_expected_rejection(path)!r}"
+        f"{path}: {_rejection(outcome)!r}, expected {expected_rejection(path)!r}"
         for path, outcome in mine.items()
-        if _rejection(outcome) != _expected_rejection(path)
+        if _rejection(outcome) != expected_rejection(path)
     ]
     results = [outcome for outcome in mine.values() if isinstance(outcome, ParseResult)]
     rejected = Counter(o.reason for o in mine.values() if isinstance(o, PayloadError))
@@ -167,7 +168,7 @@ def _rejection(outcome: Outcome) -> str:
     return outcome.reason if isinstance(outcome, PayloadError) else ""
 
 
-def _expected_rejection(path: Path) -> str:
+def expected_rejection(path: Path) -> str:
     if path.suffix == ".json":
         return _JSON_FEED
     return EXPECTED_REJECTIONS.get(str(path.relative_to(FEEDS)), "")

@@ -1,18 +1,38 @@
-"""The search API end to end on real Postgres, pgvector, Valkey and the real model."""
+"""The search API and page end to end on real Postgres, pgvector, Valkey and the real
+model."""
+
+import re
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.test import AsyncClient
+from django.utils import timezone
 
+from ingestion.indexing import embed_pending_batch
+from ingestion.upsert import apply_draft
 from retrieval import vocabulary
-from tests.search_fixtures import search_json
+from tests.factories import draft, source
+from tests.search_fixtures import (
+    LEXICAL_TABLE,
+    VECTOR_TABLE,
+    embeddings_locked,
+    search_json,
+    tables_locked,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def test_a_search_is_hybrid_and_says_so(
-    async_client: AsyncClient, indexed_listings: None
-) -> None:
+@pytest.fixture
+async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
+    """One search first: a process's first pays for loading the model and each event
+    loop's first for its pool's connections, which can take longer than the vector
+    budget, and is not what these tests are about."""
+    await search_json(async_client, q="warm up")
+
+
+async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, warmed_up: None) -> None:
     body = await search_json(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
     assert body["degraded"] is False
@@ -21,7 +41,7 @@ async def test_a_search_is_hybrid_and_says_so(
     first = body["results"][0]
     assert first["title"] == "Jazz quartet at the riverside"
     assert first["matched"] == ["lexical", "vector"]
-    assert "<mark>" in first["snippet"] or first["snippet"]
+    assert "<mark>jazz</mark>" in first["snippet"]
 
 
 async def test_meaning_finds_what_words_do_not(
@@ -60,3 +80,88 @@ async def test_a_misspelt_title_is_corrected_from_the_vocabulary(
     body = await search_json(async_client, q="sourdoguh", timeout_ms="2000")
     assert body["results"][0]["title"] == "Sourdough baking class"
     assert "lexical" in body["results"][0]["matched"]
+
+
+def _add_listing(title: str, description: str) -> None:
+    with transaction.atomic():
+        apply_draft(
+            source("Another feed"),
+            draft("extra", title=title, description=description),
+            timezone.now(),
+        )
+    while embed_pending_batch():
+        pass
+
+
+async def test_a_snippet_marks_the_match_and_escapes_the_listing_s_own_markup(
+    async_client: AsyncClient, indexed_listings: None
+) -> None:
+    await sync_to_async(_add_listing)(
+        "Harpsichord evening",
+        'Baroque <script>alert("x")</script> harpsichord & lute.',
+    )
+
+    body = await search_json(async_client, q="harpsichord", timeout_ms="2000")
+    snippet = body["results"][0]["snippet"]
+    assert "<mark>harpsichord</mark>" in snippet
+    assert "&amp; lute" in snippet
+    assert "alert(&quot;x&quot;)" in snippet
+    assert re.sub(r"</?mark>", "", snippet).count("<") == 0  # no markup but our marks
+
+
+def _result_titles(page: str) -> list[str]:
+    """The titles of the page's result list, in order (not the echoed query)."""
+    return re.findall(r'<li><a href="[^"]*">([^<]*)</a>', page)
+
+
+async def test_the_page_lists_the_results_with_their_marked_snippets(
+    async_client: AsyncClient, warmed_up: None
+) -> None:
+    response = await async_client.get("/", {"q": "bread", "timeout_ms": "2000"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _result_titles(page)[0] == "Sourdough baking class"
+    assert "<mark>bread</mark>" in page
+    assert "quick results" not in page
+
+
+async def test_the_page_says_when_results_are_degraded(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    async with embeddings_locked(test_database_url):
+        response = await async_client.get("/", {"q": "organ recital"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert _result_titles(page)[0] == "Organ recital"
+    assert "quick results" in page
+
+
+async def test_no_stage_in_time_is_a_503_with_retry_after(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    async with tables_locked(test_database_url, LEXICAL_TABLE, VECTOR_TABLE):
+        api = await async_client.get("/api/search", {"q": "jazz"})
+        page = await async_client.get("/", {"q": "jazz"})
+
+    assert api.status_code == 503
+    assert int(api["Retry-After"]) >= 1
+    body = api.json()
+    assert "lexical_timeout" in body["reasons"]
+    assert {"vector_timeout", "embed_timeout"} & set(body["reasons"])
+    assert "results" not in body
+    assert page.status_code == 503
+    assert "try again" in page.content.decode()
+    assert _result_titles(page.content.decode()) == []
+
+
+async def test_the_caller_s_own_deadline_passing_first_is_a_504_with_retry_after(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    async with tables_locked(test_database_url, LEXICAL_TABLE, VECTOR_TABLE):
+        response = await async_client.get("/api/search", {"q": "jazz", "timeout_ms": "50"})
+
+    assert response.status_code == 504
+    assert int(response["Retry-After"]) >= 1
+    assert "results" not in response.json()

@@ -1,0 +1,34 @@
+"""Reading GET /metrics in tests: counters are process-wide, so a test compares a scrape
+after what it caused with one before."""
+
+from django.test import AsyncClient, Client
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class Scrape:
+    """One /metrics answer: sample name and labels -> value (0 for a series not yet seen)."""
+
+    def __init__(self, text: str) -> None:
+        self.samples = {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def value(self, name: str, **labels: str) -> float:
+        return self.samples.get((name, frozenset(labels.items())), 0.0)
+
+    def since(self, before: "Scrape", name: str, **labels: str) -> float:
+        return self.value(name, **labels) - before.value(name, **labels)
+
+
+async def scrape(client: AsyncClient) -> Scrape:
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    return Scrape(response.content.decode())
+
+
+def scrape_sync(client: Client) -> Scrape:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    return Scrape(response.content.decode())
