@@ -92,7 +92,7 @@ async def in_process(
     from psycopg import sql
 
     from ingestion.embedding import DIMENSIONS
-    from retrieval.deadline import plan_budgets
+    from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg import connection
     from retrieval.pg_lexical import PgLexicalIndex
@@ -118,7 +118,7 @@ async def in_process(
 
     async def ours(q: str, keep: bool) -> None:
         started = time.perf_counter()
-        outcome = await hybrid_search(parse_query(q, "10"), budgets, deps)
+        outcome = await hybrid_search(parse_query(q, "10"), SearchDeadline.start(budgets), deps)
         elapsed = (time.perf_counter() - started) * 1000
         if keep:
             figures["ours"].append(elapsed)
@@ -236,7 +236,7 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
     import psycopg
     from django.conf import settings
 
-    from retrieval.deadline import plan_budgets
+    from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
@@ -256,7 +256,8 @@ async def under_lock(qs: list[str], embeddings: dict[str, object], url: str) -> 
         for q in qs:
             budgets = plan_budgets(policy, caller_timeout_ms=None)
             started = time.perf_counter()
-            task = asyncio.create_task(hybrid_search(parse_query(q, "10"), budgets, deps))
+            deadline = SearchDeadline.start(budgets)
+            task = asyncio.create_task(hybrid_search(parse_query(q, "10"), deadline, deps))
             expiry = started + budgets.vector_ms / 1000
             idle = await _idle_after(observer, holder.info.backend_pid, expiry)
             await task

@@ -7,7 +7,7 @@ from django.conf import settings
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from retrieval.admission import AdmissionLimit
 from retrieval.cache import RedisResultCache
-from retrieval.deadline import BudgetPolicy
+from retrieval.deadline import BudgetPolicy, Deadline
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
 from retrieval.loop_gate import LoopGate
@@ -21,9 +21,9 @@ from searchsite.breaker import policy_from_settings
 _generations = GenerationLookup()
 
 
-async def active_generation(timeout_s: float) -> int | None:
+async def active_generation(deadline: Deadline) -> int | None:
     """The active generation, if this process's embedder can search it."""
-    active = await _generations.active(timeout_s)
+    active = await _generations.active(deadline)
     if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
         return None
     return active.id

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval.admission import AdmissionLimit
+from retrieval.deadline import Deadline
 from retrieval.hybrid import Dependencies
 from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
 
@@ -29,16 +30,18 @@ class StageProbe:
 
 
 class FixedLexical:
-    """Answers with fixed ids, or stalls until cancelled."""
+    """Answers with fixed ids, fails, or stalls until cancelled."""
 
-    def __init__(self, ids: list[int], *, stall: bool = False) -> None:
-        self.ids, self.stall, self.probe = ids, stall, StageProbe()
+    def __init__(self, ids: list[int], *, stall: bool = False, fail: bool = False) -> None:
+        self.ids, self.stall, self.fail, self.probe = ids, stall, fail, StageProbe()
 
-    async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
         self.probe.calls += 1
         self.probe.started.set()
         if self.stall:
             await self.probe.stall()
+        if self.fail:
+            raise RuntimeError("lexical index unavailable")
         return [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(self.ids[:limit])]
 
 
@@ -59,7 +62,7 @@ class FixedVector:
         self.probe = StageProbe()
 
     async def search(
-        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, timeout_ms: float
+        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, deadline: Deadline
     ) -> list[Candidate]:
         self.probe.calls += 1
         self.probe.started.set()
@@ -84,7 +87,7 @@ class MemoryCache:
         self.entries: dict[str, CachedRanking] = {}
         self.puts = 0
 
-    async def get(self, key: str) -> CachedRanking | None:
+    async def get(self, key: str, deadline: Deadline) -> CachedRanking | None:
         return self.entries.get(key)
 
     async def put(self, key: str, ranking: CachedRanking) -> None:
@@ -122,7 +125,7 @@ def dependencies(
     warm: WarmRecorder | None = None,
     generation: int | None = 1,
 ) -> Dependencies:
-    async def active(timeout_s: float) -> int | None:
+    async def active(deadline: Deadline) -> int | None:
         return generation
 
     return Dependencies(

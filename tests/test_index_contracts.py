@@ -22,6 +22,7 @@ from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
 from retrieval import pg_lexical, pg_vector, vocabulary
 from retrieval.cache import RedisResultCache, close_async_redis
+from retrieval.deadline import Deadline
 from retrieval.pg import LEXICAL_TAG, VECTOR_TAG, connection
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
@@ -86,13 +87,13 @@ def _assert_best_first(found: list[Candidate], limit: int) -> None:
 
 
 async def test_the_lexical_contract_holds_for_the_injected_index() -> None:
-    found = await FixedLexical([4, 2, 9, 1]).search(FESTIVAL, 3, 100)
+    found = await FixedLexical([4, 2, 9, 1]).search(FESTIVAL, 3, Deadline.after(100))
     _assert_best_first(found, 3)
 
 
 async def test_postgres_lexical_results_are_limited_and_best_first() -> None:
     await _listings(descriptions_only=4, in_titles=4)
-    found = await PgLexicalIndex().search(FESTIVAL, 5, 1000)
+    found = await PgLexicalIndex().search(FESTIVAL, 5, Deadline.after(1000))
     _assert_best_first(found, 5)
     assert len(found) == 5
 
@@ -102,7 +103,7 @@ async def test_when_matches_exceed_the_pool_title_matches_are_the_ones_ranked(
 ) -> None:
     _, titled = await _listings(descriptions_only=6, in_titles=3)
     monkeypatch.setattr(pg_lexical, "POOL", 3)
-    found = await PgLexicalIndex().search(FESTIVAL, 10, 1000)
+    found = await PgLexicalIndex().search(FESTIVAL, 10, Deadline.after(1000))
     assert sorted(c.listing_id for c in found) == sorted(titled)
 
 
@@ -111,7 +112,7 @@ async def test_when_matches_fit_in_the_pool_every_match_is_ranked(
 ) -> None:
     body, titled = await _listings(descriptions_only=2, in_titles=2)
     monkeypatch.setattr(pg_lexical, "POOL", 4)  # no title match may take a second place
-    found = await PgLexicalIndex().search(FESTIVAL, 10, 1000)
+    found = await PgLexicalIndex().search(FESTIVAL, 10, Deadline.after(1000))
     assert sorted(c.listing_id for c in found) == sorted(body + titled)
     assert {c.listing_id for c in found[:2]} == set(titled)  # title weight ranks first
 
@@ -122,7 +123,7 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
     await _listings(descriptions_only=3, in_titles=3)
     await sync_to_async(vocabulary.refresh)()
     for query in (FESTIVAL, Query("festivl walk", "festivl walk", 10, "short")):
-        prepared = await PgLexicalIndex().search(query, 10, 1000)
+        prepared = await PgLexicalIndex().search(query, 10, Deadline.after(1000))
         async with connection(1) as conn:
             cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
             names = {row[0] for row in await cursor.fetchall()}
@@ -131,7 +132,7 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
             patched.setattr(
                 pg_lexical, "_PREPARED", dict.fromkeys(pg_lexical._PREPARED, ("none", ""))
             )
-            assert await PgLexicalIndex().search(query, 10, 1000) == prepared
+            assert await PgLexicalIndex().search(query, 10, Deadline.after(1000)) == prepared
         assert prepared  # the second query is answered through spelling correction
 
 
@@ -140,22 +141,26 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
 
 async def test_the_vector_contract_holds_for_the_injected_index() -> None:
     index = FixedVector([5, 3, 8], generation=1)
-    _assert_best_first(await index.search(_unit(0), 1, 2, 100), 2)
-    assert await index.search(_unit(0), 2, 2, 100) == []
+    _assert_best_first(await index.search(_unit(0), 1, 2, Deadline.after(100)), 2)
+    assert await index.search(_unit(0), 2, 2, Deadline.after(100)) == []
 
 
 async def test_postgres_vector_results_are_nearest_first_and_of_one_generation_only() -> None:
     first, second = await _embedded(12)
     index = PgVectorIndex()
-    found = await index.search(_unit(3), first, 5, 1000)
+    found = await index.search(_unit(3), first, 5, Deadline.after(1000))
     _assert_best_first(found, 5)
     assert found[0].score == pytest.approx(1.0, abs=1e-5)  # the listing made from seed 3
     ids_first = {c.listing_id for c in found}
-    assert ids_first == {c.listing_id for c in await index.search(_unit(3), second, 5, 1000)}
-    assert await index.search(_unit(3), second + 1, 5, 1000) == []
+    assert ids_first == {
+        c.listing_id for c in await index.search(_unit(3), second, 5, Deadline.after(1000))
+    }
+    assert await index.search(_unit(3), second + 1, 5, Deadline.after(1000)) == []
     await ListingEmbedding.objects.filter(generation_id=second).adelete()
-    assert await index.search(_unit(3), second, 5, 1000) == []
-    assert {c.listing_id for c in await index.search(_unit(3), first, 5, 1000)} == ids_first
+    assert await index.search(_unit(3), second, 5, Deadline.after(1000)) == []
+    assert {
+        c.listing_id for c in await index.search(_unit(3), first, 5, Deadline.after(1000))
+    } == ids_first
 
 
 async def test_postgres_reads_back_every_query_vector_value_exactly() -> None:
@@ -197,13 +202,13 @@ async def _stage(kind: str) -> tuple[str, str, Search]:
         return (
             "ingestion_listing",
             LEXICAL_TAG,
-            lambda timeout_ms: PgLexicalIndex().search(FESTIVAL, 5, timeout_ms),
+            lambda timeout_ms: PgLexicalIndex().search(FESTIVAL, 5, Deadline.after(timeout_ms)),
         )
     first, _ = await _embedded(3)
     return (
         "ingestion_listing_embedding",
         VECTOR_TAG,
-        lambda timeout_ms: PgVectorIndex().search(_unit(1), first, 5, timeout_ms),
+        lambda timeout_ms: PgVectorIndex().search(_unit(1), first, 5, Deadline.after(timeout_ms)),
     )
 
 
@@ -266,10 +271,10 @@ def cache(request: pytest.FixtureRequest) -> ResultCache:
 
 async def test_a_cache_misses_then_returns_what_was_put(cache: ResultCache) -> None:
     key = "searchsite:results:contract"
-    assert await cache.get(key) is None
+    assert await cache.get(key, Deadline.after(1000)) is None
     entry = CachedRanking([3, 1, 2], 7, 1_700_000_000.5)
     await cache.put(key, entry)
-    assert await cache.get(key) == entry
+    assert await cache.get(key, Deadline.after(1000)) == entry
 
 
 async def test_the_redis_cache_writes_a_key_again_only_after_a_while() -> None:
@@ -278,10 +283,10 @@ async def test_the_redis_cache_writes_a_key_again_only_after_a_while() -> None:
     key = "searchsite:results:rewrite"
     await cache.put(key, CachedRanking([1, 2], 1, 1.0))
     await cache.put(key, CachedRanking([2, 1], 1, 2.0))  # 0 s later: not written
-    assert await cache.get(key) == CachedRanking([1, 2], 1, 1.0)
+    assert await cache.get(key, Deadline.after(1000)) == CachedRanking([1, 2], 1, 1.0)
     clock.advance(60)
     await cache.put(key, CachedRanking([2, 1], 1, 3.0))
-    assert await cache.get(key) == CachedRanking([2, 1], 1, 3.0)
+    assert await cache.get(key, Deadline.after(1000)) == CachedRanking([2, 1], 1, 3.0)
 
 
 async def test_an_unreachable_redis_cache_is_a_miss_not_an_error() -> None:
@@ -289,5 +294,5 @@ async def test_an_unreachable_redis_cache_is_a_miss_not_an_error() -> None:
     with override_settings(REDIS_URL="unix:///nonexistent/redis.sock"):
         cache = RedisResultCache()
         await cache.put("searchsite:results:contract", CachedRanking([1], 1, 0.0))
-        assert await cache.get("searchsite:results:contract") is None
+        assert await cache.get("searchsite:results:contract", Deadline.after(1000)) is None
         await close_async_redis()
