@@ -89,7 +89,7 @@ async def measure(
 ) -> tuple[list[float], list[float]]:
     import dataclasses
 
-    from retrieval.deadline import plan_budgets
+    from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.pg import close_pools
     from retrieval.query import parse_query
@@ -101,7 +101,7 @@ async def measure(
 
     async def ours(q: str) -> float:
         started = time.perf_counter()
-        await hybrid_search(parse_query(q, "10"), budgets, deps)
+        await hybrid_search(parse_query(q, "10"), SearchDeadline.start(budgets), deps)
         return (time.perf_counter() - started) * 1000
 
     async def theirs(q: str) -> float:

@@ -121,7 +121,7 @@ async def in_process(
     from psycopg import sql
 
     from ingestion.embedding import DIMENSIONS
-    from retrieval.deadline import plan_budgets
+    from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg import connection
     from retrieval.pg_lexical import PgLexicalIndex
@@ -141,7 +141,7 @@ async def in_process(
 
     async def ours(q: str, keep: bool) -> None:
         started = time.perf_counter()
-        outcome = await hybrid_search(parse_query(q, "10"), budgets, deps)
+        outcome = await hybrid_search(parse_query(q, "10"), SearchDeadline.start(budgets), deps)
         elapsed = (time.perf_counter() - started) * 1000
         if keep:
             figures["ours"].append(elapsed)
@@ -153,7 +153,8 @@ async def in_process(
     async def lexical(q: str, keep: bool) -> None:
         query = parse_query(q, "10")
         started = time.perf_counter()
-        await PgLexicalIndex().search(query, query.k * CANDIDATES_PER_RESULT, budgets.lexical_ms)
+        limit = query.k * CANDIDATES_PER_RESULT
+        await PgLexicalIndex().search(query, limit, Deadline.after(budgets.lexical_ms))
         if keep:
             figures["lexical"].append((time.perf_counter() - started) * 1000)
 
@@ -232,13 +233,14 @@ def web_server() -> Iterator[str]:
 
 async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) -> float:
     """Mean recall@10 of the vector stage against an exact scan of the same generation."""
+    from retrieval.deadline import Deadline
     from retrieval.pg import connection
     from retrieval.pg_vector import _SEARCH, PgVectorIndex, vector_text
 
     found = []
     for q in qs:
         embedding = np.asarray(embeddings[q], dtype=np.float32)
-        approximate = await PgVectorIndex().search(embedding, generation, 10, 1000)
+        approximate = await PgVectorIndex().search(embedding, generation, 10, Deadline.after(1000))
         async with connection(1.0) as conn, conn.transaction():
             await conn.execute("SET LOCAL enable_indexscan = off")  # every row, exactly
             statement = _SEARCH.format(dims=embedding.shape[0], generation=generation)
@@ -256,7 +258,7 @@ async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLo
 
     from django.conf import settings
 
-    from retrieval.deadline import plan_budgets
+    from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
@@ -276,7 +278,8 @@ async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLo
         for q in qs:
             budgets = plan_budgets(policy, caller_timeout_ms=None)
             started = time.perf_counter()
-            task = asyncio.create_task(hybrid_search(parse_query(q, "10"), budgets, deps))
+            deadline = SearchDeadline.start(budgets)
+            task = asyncio.create_task(hybrid_search(parse_query(q, "10"), deadline, deps))
             expiry = started + budgets.vector_ms / 1000
             idle = await _idle_after(observer, holder.info.backend_pid, expiry)
             await task

@@ -2,7 +2,8 @@
 normalised query, k and the active generation.
 
 Invariants: a key names its generation, so an entry of another generation is never
-served; only complete hybrid rankings are put; a cache that is unreachable is a miss.
+served; only complete hybrid rankings are put; a cache that is unreachable, or that cannot
+answer by the search's deadline, is a miss.
 
 A process that wrote a key less than `rewrite_after_s` ago does not write it again: a
 popular query would otherwise cost a Redis write per search (0.3-0.5 ms of the event
@@ -23,6 +24,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from retrieval.deadline import Deadline
 from retrieval.types import CachedRanking, Query
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,11 @@ class RedisResultCache:
         self._clock = clock
         self._written: OrderedDict[str, float] = OrderedDict()  # key -> when, oldest first
 
-    async def get(self, key: str) -> CachedRanking | None:
+    async def get(self, key: str, deadline: Deadline) -> CachedRanking | None:
         try:
-            raw = await async_redis().get(key)
-        except (RedisError, OSError):
+            async with asyncio.timeout(deadline.remaining_ms() / 1000):
+                raw = await async_redis().get(key)
+        except (RedisError, OSError, TimeoutError):
             log.warning("result cache unreachable on get")
             return None
         if raw is None:

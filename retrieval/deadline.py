@@ -1,7 +1,9 @@
 """One search request's time: its deadline, and how it is shared among the stages.
 
-Budgets are planned once per request from the configured policy and the caller's own timeout;
-the deadline then runs on an injectable clock, so tests move time instead of waiting."""
+Budgets are planned once per request from the configured policy and the caller's own
+timeout, and started once as a `SearchDeadline`: the one object every part of the search
+is handed (both stages, the cache, loading the listings), so no part gets time of its own
+again. It runs on an injectable clock, so tests move time instead of waiting."""
 
 import re
 import time
@@ -49,6 +51,35 @@ class Budgets:
     lexical_ms: float
     vector_ms: float  # 0 when vector_skipped_no_budget
     vector_skipped_no_budget: bool
+
+
+@dataclass(frozen=True)
+class SearchDeadline:
+    """The instants one search must keep, all on one clock, fixed when it starts.
+
+    Invariant: `vector` <= `stages` <= `end`. Work handed one of these deadlines takes
+    what is left of it, never a fresh budget: three lexical statements in a row share the
+    stages' time, and loading the listings gets what the stages left of `end` (at least
+    the reserve, which the stages never touch)."""
+
+    end: Deadline  # the whole answer, listings loaded
+    stages: Deadline  # lexical and vector retrieval; `end` less the reserve
+    vector: Deadline | None  # None: too little time for a vector search to be worth starting
+    caller_limited: bool  # the caller's own timeout, not our objective, is the binding one
+
+    @classmethod
+    def start(cls, budgets: Budgets, clock: Clock = time.monotonic) -> Self:
+        now = clock()
+
+        def after(ms: float) -> Deadline:
+            return Deadline(at=now + ms / 1000, clock=clock)
+
+        return cls(
+            end=after(budgets.total_ms),
+            stages=after(budgets.lexical_ms),
+            vector=None if budgets.vector_skipped_no_budget else after(budgets.vector_ms),
+            caller_limited=budgets.caller_limited,
+        )
 
 
 def plan_budgets(policy: BudgetPolicy, *, caller_timeout_ms: float | None) -> Budgets:

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from retrieval.pg import connection
+from retrieval.deadline import Deadline
+from retrieval.pg import GENERATION_TAG, fetch_with_local_settings
 
 TTL_S = 1.0
 
@@ -27,16 +28,17 @@ class GenerationLookup:
         self._value: ActiveGeneration | None = None
         self._fetched_at = float("-inf")
 
-    async def active(self, timeout_s: float) -> ActiveGeneration | None:
+    async def active(self, deadline: Deadline) -> ActiveGeneration | None:
         if self._clock() - self._fetched_at < TTL_S:
             return self._value
-        async with connection(timeout_s) as conn:
-            cursor = await conn.execute(
-                "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
-                " WHERE state = 'active'"
-            )
-            row = await cursor.fetchone()
-        self._value = ActiveGeneration(*row) if row else None
+        rows = await fetch_with_local_settings(
+            GENERATION_TAG,
+            "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
+            " WHERE state = 'active'",
+            {},
+            deadline,
+        )
+        self._value = ActiveGeneration(*rows[0]) if rows else None
         self._fetched_at = self._clock()
         return self._value
 

@@ -3,8 +3,13 @@ stage gets a smaller budget, and the outcome says truthfully how the answer was 
 
 Invariants:
 - an on-time vector result always enters fusion;
-- only complete hybrid rankings are cached, written behind the response (a Redis round
-  trip the caller need not wait for; `writes_done()` waits for them);
+- only complete hybrid rankings are cached; the cache write, and the warming a timed-out
+  vector stage asks for, happen behind the response (Redis round trips and a broker
+  publish the caller need not wait for; `writes_done()` waits for them);
+- every part of the search runs by the one `SearchDeadline` it is handed;
+- the mode says which stages answered: `hybrid` both, `vector_fallback` vectors without
+  lexical, `cache_fallback` a cached ranking (with what lexical found), `lexical_fallback`
+  lexical alone; `reasons` say why any part is missing;
 - when the caller goes away (cancellation of this coroutine, or the caller's own deadline
   passing first) both stages are cancelled, their SQL with them, and nothing is built;
 - with neither branch nor the cache in time, `NoAnswerError`: never an empty success.
@@ -20,7 +25,7 @@ import numpy as np
 
 from retrieval import metrics
 from retrieval.cache import cache_key
-from retrieval.deadline import Budgets, Deadline
+from retrieval.deadline import Deadline, SearchDeadline
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.protocols import (
     Admission,
@@ -51,7 +56,7 @@ class Dependencies:
     vector: VectorIndex
     embedder: QueryEmbedder
     cache: ResultCache
-    active_generation: Callable[[float], Awaitable[int | None]]  # timeout_s -> id
+    active_generation: Callable[[Deadline], Awaitable[int | None]]
     breaker: VectorBreaker
     admission: Admission
     warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
@@ -86,7 +91,7 @@ class _VectorStage:
             np.asarray(embedding, dtype=np.float32),
             self.generation,
             self.limit,
-            deadline.remaining_ms(),
+            deadline,
         )
 
 
@@ -110,18 +115,19 @@ def _start(coroutine: Any, name: str) -> "asyncio.Task[Any]":
     return task
 
 
-# Cache writes still running, kept referenced until they finish.
+# Work behind responses (cache writes, warming enqueues) still running, kept referenced
+# until it finishes.
 _writes: "set[asyncio.Task[None]]" = set()
 
 
-def _write_behind(coroutine: Any) -> None:
-    task = _start(coroutine, "cache-put")
+def _behind_response(coroutine: Any) -> None:
+    task = _start(coroutine, "behind-response")
     _writes.add(task)
     task.add_done_callback(_writes.discard)
 
 
 async def writes_done() -> None:
-    """Wait for the cache writes this event loop has started."""
+    """Wait for the work behind responses this event loop has started."""
     loop = asyncio.get_running_loop()
     mine = [task for task in _writes if task.get_loop() is loop]
     if mine:
@@ -134,21 +140,22 @@ def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
             task.cancel()
 
 
-async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> SearchOutcome:
-    lexical_deadline = Deadline.after(budgets.lexical_ms, clock=deps.clock)
+async def hybrid_search(
+    query: Query, deadline: SearchDeadline, deps: Dependencies
+) -> SearchOutcome:
     started = deps.clock()
     limit = query.k * CANDIDATES_PER_RESULT
     timings = StageTimings()
-    lexical_task = _start(deps.lexical.search(query, limit, budgets.lexical_ms), "lexical")
+    lexical_task = _start(deps.lexical.search(query, limit, deadline.stages), "lexical")
     _time_stage(lexical_task, timings, "lexical", deps.clock, started)
     reasons: list[Reason] = []
     vector_task: asyncio.Task[list[Candidate]] | None = None
     stage: _VectorStage | None = None
     try:
-        generation = await _active_generation(deps, budgets)
+        generation = await _active_generation(deps, deadline, reasons)
         if generation is None:
-            reasons.append(Reason.NO_GENERATION)
-        elif budgets.vector_skipped_no_budget:
+            pass  # the reason is recorded
+        elif deadline.vector is None:
             reasons.append(Reason.NO_BUDGET)
         elif not deps.breaker.allow():
             reasons.append(Reason.BREAKER_OPEN)
@@ -156,24 +163,23 @@ async def hybrid_search(query: Query, budgets: Budgets, deps: Dependencies) -> S
             reasons.append(Reason.SHED)
         else:
             stage = _VectorStage(deps, query, generation, limit)
-            vector_deadline = Deadline.after(budgets.vector_ms, clock=deps.clock)
-            vector_task = _start(stage.run(vector_deadline), "vector")
+            vector_task = _start(stage.run(deadline.vector), "vector")
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
             _time_stage(vector_task, timings, "vector", deps.clock, started)
             metrics.VECTOR_ELIGIBLE.inc()
-        vector = await _vector_result(vector_task, stage, budgets, deps, reasons, started)
-        lexical = await _lexical_result(lexical_task, lexical_deadline, reasons)
+        vector = await _vector_result(vector_task, stage, deadline, deps, reasons)
+        lexical = await _lexical_result(lexical_task, deadline.stages, reasons)
     except BaseException:
         # Parent cancellation (or a bug): stop both branches, their SQL with them.
         _cancel(lexical_task, vector_task)
         raise
     if vector is not None and lexical is not None and generation is not None:
-        outcome = await _hybrid(query, generation, lexical, vector, reasons, deps)
-    elif lexical is None and budgets.caller_limited:
+        outcome = _hybrid(query, generation, lexical, vector, reasons, deps)
+    elif lexical is None and deadline.caller_limited:
         raise CallerDeadlineError()
     else:
-        outcome = await _fallback(query, generation, lexical, vector, reasons, deps)
+        outcome = await _fallback(query, generation, lexical, vector, reasons, deadline, deps)
     timings.embed_ms = stage.embed_ms if stage else None
     outcome.timings = timings
     return outcome
@@ -200,25 +206,31 @@ def _time_stage(
     task.add_done_callback(done)
 
 
-async def _active_generation(deps: Dependencies, budgets: Budgets) -> int | None:
+async def _active_generation(
+    deps: Dependencies, deadline: SearchDeadline, reasons: list[Reason]
+) -> int | None:
+    """The generation to search, or None with the reason why not: there is none the
+    embedder can search, or the database could not say in time."""
     try:
-        return await deps.active_generation(budgets.vector_ms / 1000)
+        generation = await deps.active_generation(deadline.vector or deadline.stages)
     except Exception:
+        reasons.append(Reason.DATABASE_ERROR)
         return None
+    if generation is None:
+        reasons.append(Reason.NO_GENERATION)
+    return generation
 
 
 async def _vector_result(
     task: "asyncio.Task[list[Candidate]] | None",
     stage: _VectorStage | None,
-    budgets: Budgets,
+    deadline: SearchDeadline,
     deps: Dependencies,
     reasons: list[Reason],
-    started: float,
 ) -> list[Candidate] | None:
-    if task is None or stage is None:
+    if task is None or stage is None or deadline.vector is None:
         return None
-    elapsed_ms = (deps.clock() - started) * 1000
-    settled = await _settle(task, budgets.vector_ms - elapsed_ms)
+    settled = await _settle(task, deadline.vector.remaining_ms())
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()  # psycopg sends the cancel to the server
         reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
@@ -230,8 +242,7 @@ async def _vector_result(
         reasons.append(Reason.VECTOR_ERROR)
         deps.breaker.record(failed=True)
         return None
-    used_ms = (deps.clock() - started) * 1000
-    metrics.VECTOR_REMAINING.observe(max(0.0, budgets.vector_ms - used_ms) / 1000)
+    metrics.VECTOR_REMAINING.observe(deadline.vector.remaining_ms() / 1000)
     deps.breaker.record(failed=False)
     return task.result()
 
@@ -251,7 +262,7 @@ async def _lexical_result(
     return task.result()
 
 
-async def _hybrid(
+def _hybrid(
     query: Query,
     generation: int,
     lexical: list[Candidate],
@@ -259,12 +270,11 @@ async def _hybrid(
     reasons: list[Reason],
     deps: Dependencies,
 ) -> SearchOutcome:
-    ranking, matched = reciprocal_rank_fusion(
-        {"lexical": [c.listing_id for c in lexical], "vector": [c.listing_id for c in vector]},
-        limit=query.k,
+    ranking, matched = _fuse(
+        {"lexical": [c.listing_id for c in lexical], "vector": [c.listing_id for c in vector]}
     )
     entry = CachedRanking(ranking, generation, time.time())
-    _write_behind(deps.cache.put(cache_key(query, generation), entry))
+    _behind_response(deps.cache.put(cache_key(query, generation), entry))
     return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
 
 
@@ -274,28 +284,31 @@ async def _fallback(
     lexical: list[Candidate] | None,
     vector: list[Candidate] | None,
     reasons: list[Reason],
+    deadline: SearchDeadline,
     deps: Dependencies,
 ) -> SearchOutcome:
     lexical_ids = [c.listing_id for c in lexical or []]
     if vector is not None:
-        # The lexical branch failed but vectors came in time: they still answer.
-        ranking, matched = reciprocal_rank_fusion(
-            {"vector": [c.listing_id for c in vector]}, limit=query.k
-        )
-        return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
+        # The lexical branch failed but vectors came in time: they answer, and say so.
+        ranking, matched = _fuse({"vector": [c.listing_id for c in vector]})
+        return SearchOutcome(Mode.VECTOR_FALLBACK, ranking, matched, reasons, generation)
     cached = None
     if generation is not None:
         key = cache_key(query, generation)
-        cached = await deps.cache.get(key)
+        cached = await deps.cache.get(key, deadline.end)
         if Reason.VECTOR_TIMEOUT in reasons or Reason.EMBED_TIMEOUT in reasons:
-            await deps.warm(key, query)
+            _behind_response(deps.warm(key, query))
     if cached is not None and cached.generation == generation:
-        ranking, matched = reciprocal_rank_fusion(
-            {"cache": cached.ranking, "lexical": lexical_ids}, limit=query.k
-        )
+        ranking, matched = _fuse({"cache": cached.ranking, "lexical": lexical_ids})
         age = max(0.0, time.time() - cached.created_at)
         return SearchOutcome(Mode.CACHE_FALLBACK, ranking, matched, reasons, generation, age)
     if lexical is not None:
-        ranking, matched = reciprocal_rank_fusion({"lexical": lexical_ids}, limit=query.k)
+        ranking, matched = _fuse({"lexical": lexical_ids})
         return SearchOutcome(Mode.LEXICAL_FALLBACK, ranking, matched, reasons, generation)
     raise NoAnswerError(reasons)
+
+
+def _fuse(rankings: dict[str, list[int]]) -> tuple[list[int], dict[int, set[str]]]:
+    """Every candidate, fused: hydration shows the first k that can still be shown, so a
+    listing withdrawn since a stage (or the cache) saw it never leaves a slot empty."""
+    return reciprocal_rank_fusion(rankings, limit=sum(map(len, rankings.values())))

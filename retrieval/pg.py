@@ -22,6 +22,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool
 
+from retrieval.deadline import Deadline
 from retrieval.types import StageTimeoutError
 
 logger = logging.getLogger(__name__)
@@ -114,20 +115,23 @@ async def close_pools() -> None:
 # Tags that open a hot-path statement's text (see fetch_with_local_settings).
 LEXICAL_TAG = "searchsite:lexical"
 VECTOR_TAG = "searchsite:vector"
+GENERATION_TAG = "searchsite:generation"
+LISTINGS_TAG = "searchsite:listings"
 
 
 async def fetch_with_local_settings(
     tag: str,
     statement: str,
     params: dict[str, object],
-    timeout_ms: float,
+    deadline: Deadline,
     *,
     local: dict[str, str] | None = None,
     prepared: tuple[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Rows of `statement`, run within `timeout_ms` (its wait for a pooled connection, and
-    its own `statement_timeout`) and with the transaction-local settings `local`, in one
-    round trip. The server's timeout raises StageTimeoutError.
+    """Rows of `statement`, run by `deadline` (its wait for a pooled connection, then its
+    own `statement_timeout`: what is left once it has a connection) and with the
+    transaction-local settings `local`, in one round trip. The server's timeout, or a
+    deadline already past when the statement would be sent, raises StageTimeoutError.
 
     The settings and the statement travel as one simple-protocol message, which Postgres
     runs as one implicit transaction: the settings hold for the statement and end with it,
@@ -143,12 +147,15 @@ async def fetch_with_local_settings(
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
     connection that has that name prepared (see `prepare_on_connect`).
     """
-    transaction_local = {"statement_timeout": _timeout_setting(timeout_ms), **(local or {})}
-    bound = dict(params)
-    for number, (name, value) in enumerate(transaction_local.items()):
-        bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
     try:
-        async with connection(timeout_ms / 1000) as conn:
+        async with connection(deadline.remaining_ms() / 1000) as conn:
+            left_ms = deadline.remaining_ms()
+            if left_ms <= 0:
+                raise StageTimeoutError("the deadline passed before the statement was sent")
+            transaction_local = {"statement_timeout": _timeout_setting(left_ms), **(local or {})}
+            bound = dict(params)
+            for number, (name, value) in enumerate(transaction_local.items()):
+                bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
             if prepared is not None and prepared[0] in _prepared.get(conn, ()):
                 statement = prepared[1]
             cursor = AsyncClientCursor(conn)

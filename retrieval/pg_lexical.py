@@ -11,6 +11,7 @@ p99 17 -> 8.4 ms of server time at 100,000 listings). A server-side statement_ti
 the backstop if the plan ever goes wrong.
 """
 
+from retrieval.deadline import Deadline
 from retrieval.pg import LEXICAL_TAG, fetch_with_local_settings, prepare_on_connect
 from retrieval.types import Candidate, Query
 
@@ -67,30 +68,32 @@ WHERE best.word <> t.term
 
 
 class PgLexicalIndex:
-    async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        found = await _search(_WEBSEARCH, query.text, limit, timeout_ms)
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+        # Up to three statements share the one deadline: a correction runs on what the
+        # first search left, never on a budget of its own.
+        found = await _search(_WEBSEARCH, query.text, limit, deadline)
         # "Did you mean": only a query that finds nothing pays for spelling correction;
         # near misses among partial matches are the vector stage's to find.
         if found or not query.normalised:
             return found
-        corrected = await _corrections(query.normalised.split(), timeout_ms)
+        corrected = await _corrections(query.normalised.split(), deadline)
         if not corrected:
             return found
-        return await _search(_ANY_OF, " | ".join(corrected), limit, timeout_ms)
+        return await _search(_ANY_OF, " | ".join(corrected), limit, deadline)
 
 
-async def _search(tsquery: str, text: str, limit: int, timeout_ms: float) -> list[Candidate]:
+async def _search(tsquery: str, text: str, limit: int, deadline: Deadline) -> list[Candidate]:
     rows = await fetch_with_local_settings(
         LEXICAL_TAG,
         _STATEMENTS[tsquery],
         {"text": text, "pool": POOL, "limit": limit},
-        timeout_ms,
+        deadline,
         prepared=_PREPARED[tsquery],
     )
     return [Candidate(int(row[0]), float(row[1])) for row in rows]
 
 
-async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
+async def _corrections(terms: list[str], deadline: Deadline) -> list[str]:
     """Vocabulary words for misspelt terms (0.2 ms a word, against 53 ms for trigram
     similarity over whole titles)."""
     terms = [t for t in terms if len(t) >= 3][:8]
@@ -100,7 +103,7 @@ async def _corrections(terms: list[str], timeout_ms: float) -> list[str]:
         LEXICAL_TAG,
         _CORRECTIONS,
         {"terms": terms},
-        timeout_ms,
+        deadline,
     )
     # Each corrected word is quoted as one tsquery lexeme source, so nothing in it can act
     # as an operator.

@@ -1,6 +1,8 @@
 """Vector retrieval in Postgres: pgvector HNSW over one generation.
 
-Invariant: never returns rows of a generation other than the one passed in.
+Invariants: never returns rows of a generation other than the one passed in, nor a listing
+that cannot be shown (withdrawn): such neighbours are skipped inside the index scan, which
+then reads on (pgvector's iterative scan) so they never take a result slot.
 
 statement_timeout cannot cut an HNSW scan short (pgvector runs the whole graph search in
 its first fetch), so the cost of one search is bounded by `hnsw.ef_search` instead; the
@@ -13,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
+from retrieval.deadline import Deadline
 from retrieval.pg import VECTOR_TAG, fetch_with_local_settings
 from retrieval.types import Candidate
 
@@ -21,12 +24,18 @@ from retrieval.types import Candidate
 # The query vector appears once, ordered by its output column: its text is the largest part
 # of the message, and the server parses every copy of it.
 _SEARCH = """
-SELECT listing_id, embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
-FROM ingestion_listing_embedding
-WHERE generation_id = {generation}
+SELECT e.listing_id, e.embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
+FROM ingestion_listing_embedding e
+WHERE e.generation_id = {generation}
+  AND EXISTS (SELECT FROM ingestion_listing l WHERE l.id = e.listing_id AND l.status = 'active')
 ORDER BY distance
 LIMIT %(limit)s
 """
+# Without an iterative scan, HNSW yields its ef_search nearest and the filter drops the
+# withdrawn among them: fewer than `limit` rows although more listings exist. Strict order
+# keeps the distances sorted; the tuples it may read on are bounded, and so is its time by
+# the statement's timeout.
+_MAX_SCAN_TUPLES = 5000
 
 
 @cache
@@ -47,15 +56,19 @@ class PgVectorIndex:
         embedding: npt.NDArray[np.float32],
         generation: int,
         limit: int,
-        timeout_ms: float,
+        deadline: Deadline,
     ) -> list[Candidate]:
         statement = _SEARCH.format(dims=int(embedding.shape[0]), generation=int(generation))
         rows = await fetch_with_local_settings(
             VECTOR_TAG,
             statement,
             {"embedding": vector_text(embedding), "limit": limit},
-            timeout_ms,
-            local={"hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH)},
+            deadline,
+            local={
+                "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
+                "hnsw.iterative_scan": "strict_order",
+                "hnsw.max_scan_tuples": str(_MAX_SCAN_TUPLES),
+            },
         )
         # Cosine distance to a similarity, so higher is better like every other score.
         return [Candidate(int(row[0]), 1.0 - float(row[1])) for row in rows]

@@ -9,12 +9,14 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from retrieval.deadline import Deadline
 from retrieval.types import CachedRanking, Candidate, Query
 
 
 class LexicalIndex(Protocol):
-    async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        """Best lexical candidates first; `timeout_ms` is a server-side backstop."""
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+        """Best lexical candidates first, active listings only; all of its statements
+        together end by `deadline` (enforced server-side)."""
         ...
 
 
@@ -24,9 +26,10 @@ class VectorIndex(Protocol):
         embedding: npt.NDArray[np.float32],
         generation: int,
         limit: int,
-        timeout_ms: float,
+        deadline: Deadline,
     ) -> list[Candidate]:
-        """Nearest listings of `generation` only; `timeout_ms` is enforced server-side."""
+        """Nearest active listings of `generation` only, by `deadline` (enforced
+        server-side)."""
         ...
 
 
@@ -35,8 +38,9 @@ class QueryEmbedder(Protocol):
 
 
 class ResultCache(Protocol):
-    async def get(self, key: str) -> CachedRanking | None:
-        """None on a miss, and also when the cache is unreachable: it is an optimisation."""
+    async def get(self, key: str, deadline: Deadline) -> CachedRanking | None:
+        """None on a miss, and also when the cache is unreachable or cannot answer by
+        `deadline`: it is an optimisation."""
         ...
 
     async def put(self, key: str, ranking: CachedRanking) -> None: ...

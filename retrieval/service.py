@@ -11,7 +11,7 @@ from resilience.shared_breaker import SharedBreaker
 from retrieval.admission import AdmissionLimit
 from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
-from retrieval.deadline import BudgetPolicy
+from retrieval.deadline import BudgetPolicy, Deadline
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
 from retrieval.pg_lexical import PgLexicalIndex
@@ -22,9 +22,9 @@ from retrieval.warming import schedule_warming
 _generations = GenerationLookup()
 
 
-async def active_generation(timeout_s: float) -> int | None:
+async def active_generation(deadline: Deadline) -> int | None:
     """The active generation, if this process's embedder can search it."""
-    active = await _generations.active(timeout_s)
+    active = await _generations.active(deadline)
     if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
         return None
     return active.id

@@ -11,6 +11,7 @@ class Mode(StrEnum):
     HYBRID = "hybrid"
     LEXICAL_FALLBACK = "lexical_fallback"
     CACHE_FALLBACK = "cache_fallback"
+    VECTOR_FALLBACK = "vector_fallback"  # the lexical stage failed; vectors alone answer
 
 
 class Reason(StrEnum):
@@ -24,6 +25,7 @@ class Reason(StrEnum):
     LEXICAL_TIMEOUT = "lexical_timeout"
     LEXICAL_ERROR = "lexical_error"
     DATABASE_ERROR = "database_error"
+    LISTINGS_TIMEOUT = "listings_timeout"  # the ranked listings could not be read in time
 
 
 class StageTimeoutError(Exception):
@@ -68,7 +70,9 @@ class StageTimings:
 @dataclass
 class SearchOutcome:
     mode: Mode
-    ranking: list[int]  # listing ids, best first
+    # Listing ids, best first: every candidate, more than k; the response shows the first
+    # k that can still be shown (retrieval/hydrate.py).
+    ranking: list[int]
     matched: dict[int, set[str]]  # listing id -> stages that found it ("lexical", "vector")
     reasons: list[Reason] = field(default_factory=list)
     generation: int | None = None

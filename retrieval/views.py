@@ -13,40 +13,43 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from retrieval import metrics
-from retrieval.deadline import Budgets, parse_caller_timeout, plan_budgets
+from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search
 from retrieval.hydrate import ListingView, hydrate
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies
-from retrieval.types import Query, Reason, SearchOutcome
+from retrieval.types import Query, Reason, SearchOutcome, StageTimeoutError
 
 RETRY_AFTER_S = 1
 
 
-def _budgets(request: HttpRequest) -> Budgets:
-    caller = parse_caller_timeout(
-        request.GET.get("timeout_ms"), request.headers.get("X-Request-Timeout-Ms")
-    )
-    return plan_budgets(budget_policy(), caller_timeout_ms=caller)
-
-
-def _parse(request: HttpRequest) -> tuple[Query, Budgets]:
+def _parse(request: HttpRequest) -> tuple[Query, float | None]:
+    """The query and the caller's own timeout in ms (None: ours binds)."""
     query = parse_query(
         request.GET.get("q"),
         request.GET.get("k"),
         max_chars=settings.SEARCH_MAX_QUERY_CHARS,
         max_k=settings.SEARCH_MAX_K,
     )
-    return query, _budgets(request)
+    caller = parse_caller_timeout(
+        request.GET.get("timeout_ms"), request.headers.get("X-Request-Timeout-Ms")
+    )
+    return query, caller
 
 
-async def _search(query: Query, budgets: Budgets) -> tuple[SearchOutcome, list[ListingView]]:
+async def _search(
+    query: Query, caller_timeout_ms: float | None
+) -> tuple[SearchOutcome, list[ListingView]]:
     """Raises NoAnswerError / CallerDeadlineError; lets parent cancellation through."""
     started = time.monotonic()
+    # The request's one deadline: every part of the search below runs by it.
+    deadline = SearchDeadline.start(
+        plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms)
+    )
     metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        outcome = await hybrid_search(query, budgets, dependencies())
-        listings = await _hydrate(outcome, query, budgets, started)
+        outcome = await hybrid_search(query, deadline, dependencies())
+        listings = await _hydrate(outcome, query, deadline)
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -64,16 +67,16 @@ async def _search(query: Query, budgets: Budgets) -> tuple[SearchOutcome, list[L
 
 
 async def _hydrate(
-    outcome: SearchOutcome, query: Query, budgets: Budgets, started: float
+    outcome: SearchOutcome, query: Query, deadline: SearchDeadline
 ) -> list[ListingView]:
-    """The ranked listings, read now; what is left of the deadline, and at least the
-    reserve, is theirs. A database that cannot answer that is a 503, not a 500."""
-    left_s = max(budgets.total_ms / 1000 - (time.monotonic() - started), 0.0)
+    """The ranked listings, read now, by what is left of the deadline (at least the
+    reserve). A database that cannot answer by then is a 503, on time, not a late 200."""
     try:
-        reserve_s = (budgets.total_ms - budgets.lexical_ms) / 1000
-        return await hydrate(outcome.ranking, query.text, max(left_s, reserve_s))
-    except (psycopg.Error, PoolTimeout, OSError) as exc:
-        raise NoAnswerError([Reason.DATABASE_ERROR]) from exc
+        return await hydrate(outcome.ranking, query.text, query.k, deadline.end)
+    except (StageTimeoutError, PoolTimeout) as exc:
+        raise NoAnswerError([*outcome.reasons, Reason.LISTINGS_TIMEOUT]) from exc
+    except (psycopg.Error, OSError) as exc:
+        raise NoAnswerError([*outcome.reasons, Reason.DATABASE_ERROR]) from exc
 
 
 def _count(query: Query, outcome: SearchOutcome) -> None:
@@ -111,11 +114,11 @@ def _unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
 @require_GET
 async def search_api(request: HttpRequest) -> JsonResponse:
     try:
-        query, budgets = _parse(request)
+        query, caller_timeout_ms = _parse(request)
     except BadQueryError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     try:
-        outcome, listings = await _search(query, budgets)
+        outcome, listings = await _search(query, caller_timeout_ms)
     except NoAnswerError as exc:
         return _unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except CallerDeadlineError:
@@ -140,8 +143,8 @@ async def search_page(request: HttpRequest) -> HttpResponse:
     status = 200
     if context["query"]:
         try:
-            query, budgets = _parse(request)
-            outcome, listings = await _search(query, budgets)
+            query, caller_timeout_ms = _parse(request)
+            outcome, listings = await _search(query, caller_timeout_ms)
             context |= {"results": listings, "outcome": outcome}
         except BadQueryError as exc:
             context["error"] = str(exc)

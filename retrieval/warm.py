@@ -9,7 +9,7 @@ from django.conf import settings
 from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.cache import RedisResultCache, close_async_redis
-from retrieval.deadline import BudgetPolicy, plan_budgets
+from retrieval.deadline import BudgetPolicy, SearchDeadline, plan_budgets
 from retrieval.hybrid import hybrid_search, writes_done
 from retrieval.pg import close_pools
 from retrieval.service import dependencies
@@ -65,9 +65,9 @@ async def _search(query: Query) -> Mode:
         vector_budget_ms=budget,
         min_vector_ms=0,
     )
-    budgets = plan_budgets(policy, caller_timeout_ms=None)
+    deadline = SearchDeadline.start(plan_budgets(policy, caller_timeout_ms=None))
     try:
-        return (await hybrid_search(query, budgets, deps)).mode
+        return (await hybrid_search(query, deadline, deps)).mode
     finally:
         await writes_done()  # the result is what this task is for
         await close_pools()

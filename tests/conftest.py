@@ -164,11 +164,17 @@ def _fresh_search_state() -> None:
 
 
 @pytest.fixture
-def indexed_listings() -> Iterator[None]:
-    """The search fixtures' listings, indexed and embedded with the real model."""
+async def indexed_listings() -> AsyncIterator[None]:
+    """The search fixtures' listings, indexed and embedded with the real model, and this
+    event loop's search pool open: a search's vector budget runs from the request's
+    start, and a process opens its pool once, before its first search (not inside one)."""
+    from asgiref.sync import sync_to_async
+
     from retrieval import service
+    from retrieval.pg import get_pool
     from tests.search_fixtures import index_listings
 
-    index_listings()
+    await sync_to_async(index_listings)()
+    await get_pool()
     yield
     service.forget_active_generation()

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from ingestion.embedding import DIMENSIONS
 from retrieval.admission import AdmissionLimit
+from retrieval.deadline import Deadline
 from retrieval.hybrid import Dependencies
 from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
 
@@ -32,17 +33,17 @@ class StageProbe:
 
     @asynccontextmanager
     async def searching(
-        self, *, stall: bool, locked: bool, timeout_ms: float
+        self, *, stall: bool, locked: bool, deadline: Deadline
     ) -> AsyncIterator[None]:
         """Count a search in while it runs, having waited as it is told to: until
         cancelled (`stall`, as an HNSW scan its statement_timeout cannot cut), or until
-        cancelled or `timeout_ms` passes (`locked`, as a statement waiting on a lock)."""
+        cancelled or `deadline` passes (`locked`, as a statement waiting on a lock)."""
         self.calls += 1
         self.in_flight += 1
         self.started.set()
         try:
             if stall or locked:
-                await self._wait(None if stall else timeout_ms / 1000)
+                await self._wait(None if stall else deadline.remaining_ms() / 1000)
             yield
         finally:
             self.in_flight -= 1
@@ -59,16 +60,19 @@ class StageProbe:
 
 class FixedLexical:
     """Answers with fixed ids, best first, except those withdrawn since; or stalls until
-    cancelled; or, `locked`, waits until cancelled or its timeout passes."""
+    cancelled; or, `locked`, waits until cancelled or its deadline passes; or fails."""
 
-    def __init__(self, ids: list[int], *, stall: bool = False, locked: bool = False) -> None:
-        self.ids, self.stall, self.locked, self.probe = ids, stall, locked, StageProbe()
+    def __init__(
+        self, ids: list[int], *, stall: bool = False, locked: bool = False, fail: bool = False
+    ) -> None:
+        self.ids, self.stall, self.locked, self.fail = ids, stall, locked, fail
+        self.probe = StageProbe()
         self.withdrawn: set[int] = set()
 
-    async def search(self, query: Query, limit: int, timeout_ms: float) -> list[Candidate]:
-        async with self.probe.searching(
-            stall=self.stall, locked=self.locked, timeout_ms=timeout_ms
-        ):
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+        async with self.probe.searching(stall=self.stall, locked=self.locked, deadline=deadline):
+            if self.fail:
+                raise RuntimeError("lexical index unavailable")
             active = [i for i in self.ids if i not in self.withdrawn]
             return [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(active[:limit])]
 
@@ -94,11 +98,9 @@ class FixedVector:
         self.probe = StageProbe()
 
     async def search(
-        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, timeout_ms: float
+        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, deadline: Deadline
     ) -> list[Candidate]:
-        async with self.probe.searching(
-            stall=self.stall, locked=self.locked, timeout_ms=timeout_ms
-        ):
+        async with self.probe.searching(stall=self.stall, locked=self.locked, deadline=deadline):
             if self.fail:
                 raise RuntimeError("vector index unavailable")
             if self.server_timeout:
@@ -126,7 +128,7 @@ class MemoryCache:
         self.puts = 0
         self.unreachable = False
 
-    async def get(self, key: str) -> CachedRanking | None:
+    async def get(self, key: str, deadline: Deadline) -> CachedRanking | None:
         return None if self.unreachable else self.entries.get(key)
 
     async def put(self, key: str, ranking: CachedRanking) -> None:
@@ -165,7 +167,7 @@ def dependencies(
     warm: WarmRecorder | None = None,
     generation: int | None = 1,
 ) -> Dependencies:
-    async def active(timeout_s: float) -> int | None:
+    async def active(deadline: Deadline) -> int | None:
         return generation
 
     return Dependencies(

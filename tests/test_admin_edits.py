@@ -22,8 +22,8 @@ from ingestion.models import Listing, ListingEmbedding, Source, SourceRecord
 from ingestion.tasks import _EMBED_SCHEDULED_KEY
 from ingestion.text import EMBEDDED_FIELDS, embedding_text
 from ingestion.upsert import apply_draft
+from resilience.redis_clients import get_redis
 from retrieval import service
-from searchsite.redis_client import get_redis
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.factories import draft, source
 from tests.search_fixtures import search_json

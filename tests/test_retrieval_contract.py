@@ -3,13 +3,15 @@ without a database and without sleeping (stalled stages wait on events that only
 cancellation ends; budgets are small, so a timeout is the stage's own budget running out)."""
 
 import asyncio
+import dataclasses
 
+import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
 from retrieval.admission import AdmissionLimit
 from retrieval.cache import cache_key
-from retrieval.deadline import BudgetPolicy, plan_budgets
+from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
 from retrieval.types import CachedRanking, Mode, Query, Reason
 from tests.retrieval_fakes import (
@@ -25,18 +27,75 @@ QUERY = Query("jazz night", "jazz night", 5, "short")
 POLICY = BudgetPolicy(
     objective_ms=300, caller_cap_ms=1000, reserve_ms=10, vector_budget_ms=30, min_vector_ms=1
 )
-BUDGETS = plan_budgets(POLICY, caller_timeout_ms=None)
+
+
+def deadline(caller_timeout_ms: float | None = None) -> SearchDeadline:
+    return SearchDeadline.start(plan_budgets(POLICY, caller_timeout_ms=caller_timeout_ms))
 
 
 async def test_a_stalled_vector_stage_is_cancelled_and_lexical_results_answer() -> None:
     lexical, vector, warm = FixedLexical([3, 1, 2]), FixedVector([9], stall=True), WarmRecorder()
-    outcome = await hybrid_search(QUERY, BUDGETS, dependencies(lexical, vector, warm=warm))
+    outcome = await hybrid_search(QUERY, deadline(), dependencies(lexical, vector, warm=warm))
     assert outcome.mode == Mode.LEXICAL_FALLBACK
     assert outcome.degraded
     assert outcome.reasons == [Reason.VECTOR_TIMEOUT]
     assert outcome.ranking == [3, 1, 2]
     await asyncio.wait_for(vector.probe.cancelled.wait(), 1)
+    await writes_done()  # warming is enqueued behind the response
     assert warm.keys == [cache_key(QUERY, 1)]
+
+
+class StalledWarming(WarmRecorder):
+    """Warming that is slow to enqueue (a stalled broker): it waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, key: str, query: Query) -> None:
+        self.started.set()
+        await self.release.wait()
+        await super().__call__(key, query)
+
+
+async def test_warming_never_delays_a_degraded_answer() -> None:
+    warm = StalledWarming()
+    deps = dependencies(FixedLexical([3]), FixedVector([9], stall=True), warm=warm)
+    outcome = await hybrid_search(QUERY, deadline(), deps)  # would hang if warming were awaited
+    assert outcome.mode == Mode.LEXICAL_FALLBACK
+    await asyncio.wait_for(warm.started.wait(), 1)  # it was asked for, and is still going
+    warm.release.set()
+    await writes_done()
+    assert warm.keys == [cache_key(QUERY, 1)]
+
+
+async def test_when_lexical_fails_and_vectors_answer_the_mode_says_so() -> None:
+    deps = dependencies(FixedLexical([], fail=True), FixedVector([2, 7]))
+    outcome = await hybrid_search(QUERY, deadline(), deps)
+    assert (outcome.mode, outcome.reasons) == (Mode.VECTOR_FALLBACK, [Reason.LEXICAL_ERROR])
+    assert outcome.degraded
+    assert outcome.ranking == [2, 7]
+    assert outcome.matched == {2: {"vector"}, 7: {"vector"}}
+
+
+async def test_a_generation_lookup_that_errs_is_a_database_error_not_no_generation() -> None:
+    async def failing_lookup(deadline: Deadline) -> int | None:
+        raise psycopg.OperationalError("the server closed the connection")
+
+    deps = dataclasses.replace(
+        dependencies(FixedLexical([1]), FixedVector([2])), active_generation=failing_lookup
+    )
+    outcome = await hybrid_search(QUERY, deadline(), deps)
+    assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.DATABASE_ERROR])
+    missing = dependencies(FixedLexical([1]), FixedVector([2]), generation=None)
+    assert (await hybrid_search(QUERY, deadline(), missing)).reasons == [Reason.NO_GENERATION]
+
+
+async def test_every_candidate_is_ranked_so_hydration_can_skip_withdrawn_ones() -> None:
+    # k is 5; both stages' candidates (up to 15 each) stay in the ranking, best first.
+    lexical, vector = FixedLexical(list(range(1, 9))), FixedVector(list(range(20, 26)))
+    outcome = await hybrid_search(QUERY, deadline(), dependencies(lexical, vector))
+    assert sorted(outcome.ranking) == [*range(1, 9), *range(20, 26)]
 
 
 async def test_an_on_time_vector_result_is_fused_deterministically_and_cached() -> None:
@@ -44,7 +103,7 @@ async def test_an_on_time_vector_result_is_fused_deterministically_and_cached() 
     rankings = []
     for _ in range(3):
         deps = dependencies(FixedLexical([3, 1, 2]), FixedVector([2, 7, 3]), cache=cache)
-        outcome = await hybrid_search(QUERY, BUDGETS, deps)
+        outcome = await hybrid_search(QUERY, deadline(), deps)
         assert (outcome.mode, outcome.degraded, outcome.reasons) == (Mode.HYBRID, False, [])
         rankings.append(outcome.ranking)
     # RRF, k=60: 3 and 2 are found by both (3: 1/61+1/63, 2: 1/63+1/61: a tie, broken by
@@ -75,7 +134,7 @@ class HeldCache(MemoryCache):
 async def test_the_answer_does_not_wait_for_the_cache_write() -> None:
     cache = HeldCache()
     deps = dependencies(FixedLexical([3, 1]), FixedVector([2]), cache=cache)
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)  # would hang if the put were awaited
+    outcome = await hybrid_search(QUERY, deadline(), deps)  # would hang if the put were awaited
     assert outcome.mode == Mode.HYBRID
     assert cache.entries == {}
     cache.release.set()
@@ -87,7 +146,7 @@ async def test_parent_cancellation_stops_both_stages_and_builds_nothing() -> Non
     lexical, vector = FixedLexical([1], stall=True), FixedVector([2], stall=True)
     cache, warm = MemoryCache(), WarmRecorder()
     deps = dependencies(lexical, vector, cache=cache, warm=warm)
-    search = asyncio.create_task(hybrid_search(QUERY, BUDGETS, deps))
+    search = asyncio.create_task(hybrid_search(QUERY, deadline(), deps))
     await lexical.probe.started.wait()
     await vector.probe.started.wait()
     search.cancel()  # the client went away
@@ -104,7 +163,7 @@ async def test_a_cached_ranking_is_preferred_and_fresh_lexical_hits_are_merged()
     cache = MemoryCache()
     cache.entries[cache_key(QUERY, 1)] = CachedRanking([5, 6], 1, 0.0)
     deps = dependencies(FixedLexical([8]), FixedVector([], stall=True), cache=cache)
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    outcome = await hybrid_search(QUERY, deadline(), deps)
     assert outcome.mode == Mode.CACHE_FALLBACK
     assert outcome.ranking == [5, 8, 6]
     assert outcome.cache_age_s is not None
@@ -116,14 +175,14 @@ async def test_an_entry_of_another_generation_is_never_served() -> None:
     cache = MemoryCache()
     cache.entries[cache_key(QUERY, 1)] = CachedRanking([5, 6], 1, 0.0)
     deps = dependencies(FixedLexical([8]), FixedVector([], stall=True), cache=cache, generation=2)
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    outcome = await hybrid_search(QUERY, deadline(), deps)
     assert outcome.mode == Mode.LEXICAL_FALLBACK
 
 
 async def test_an_open_breaker_skips_the_vector_stage_at_once() -> None:
     vector = FixedVector([2])
     deps = dependencies(FixedLexical([1]), vector, breaker=FixedBreaker(open_=True))
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    outcome = await hybrid_search(QUERY, deadline(), deps)
     assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.BREAKER_OPEN])
     assert vector.probe.calls == 0
 
@@ -131,7 +190,7 @@ async def test_an_open_breaker_skips_the_vector_stage_at_once() -> None:
 async def test_a_full_admission_limit_sheds_the_vector_stage() -> None:
     vector = FixedVector([2])
     deps = dependencies(FixedLexical([1]), vector, slots=AdmissionLimit(0))
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    outcome = await hybrid_search(QUERY, deadline(), deps)
     assert outcome.reasons == [Reason.SHED]
     assert vector.probe.calls == 0
 
@@ -139,7 +198,7 @@ async def test_a_full_admission_limit_sheds_the_vector_stage() -> None:
 async def test_the_admission_slot_is_released_when_the_stage_ends() -> None:
     slots = AdmissionLimit(1)
     deps = dependencies(FixedLexical([1]), FixedVector([], stall=True), slots=slots)
-    await hybrid_search(QUERY, BUDGETS, deps)
+    await hybrid_search(QUERY, deadline(), deps)
     await asyncio.sleep(0)  # let the cancelled stage's done-callback run
     assert slots.in_flight == 0
 
@@ -147,12 +206,12 @@ async def test_the_admission_slot_is_released_when_the_stage_ends() -> None:
 async def test_failures_and_timeouts_are_reported_to_the_breaker() -> None:
     breaker = FixedBreaker()
     await hybrid_search(
-        QUERY, BUDGETS, dependencies(FixedLexical([1]), FixedVector([2]), breaker=breaker)
+        QUERY, deadline(), dependencies(FixedLexical([1]), FixedVector([2]), breaker=breaker)
     )
     failing = dependencies(FixedLexical([1]), FixedVector([2], fail=True), breaker=breaker)
-    outcome = await hybrid_search(QUERY, BUDGETS, failing)
+    outcome = await hybrid_search(QUERY, deadline(), failing)
     stalled = dependencies(FixedLexical([1]), FixedVector([2], stall=True), breaker=breaker)
-    await hybrid_search(QUERY, BUDGETS, stalled)
+    await hybrid_search(QUERY, deadline(), stalled)
     assert outcome.reasons == [Reason.VECTOR_ERROR]
     assert breaker.outcomes == [False, True, True]
 
@@ -165,7 +224,7 @@ async def test_without_budget_for_vectors_no_vector_search_starts() -> None:
     )
     budgets = plan_budgets(policy, caller_timeout_ms=25)
     deps = dependencies(FixedLexical([1]), vector)
-    outcome = await hybrid_search(QUERY, budgets, deps)
+    outcome = await hybrid_search(QUERY, SearchDeadline.start(budgets), deps)
     assert Reason.NO_BUDGET in outcome.reasons
     assert vector.probe.calls == 0
 
@@ -173,16 +232,15 @@ async def test_without_budget_for_vectors_no_vector_search_starts() -> None:
 async def test_with_nothing_in_time_it_fails_visibly() -> None:
     deps = dependencies(FixedLexical([1], stall=True), FixedVector([2], stall=True))
     with pytest.raises(NoAnswerError) as raised:
-        await hybrid_search(QUERY, BUDGETS, deps)
+        await hybrid_search(QUERY, deadline(), deps)
     assert set(raised.value.reasons) == {Reason.VECTOR_TIMEOUT, Reason.LEXICAL_TIMEOUT}
 
 
 async def test_when_the_callers_deadline_passes_first_no_fallback_is_built() -> None:
     lexical, vector = FixedLexical([1], stall=True), FixedVector([2], stall=True)
     warm = WarmRecorder()
-    budgets = plan_budgets(POLICY, caller_timeout_ms=40)
     with pytest.raises(CallerDeadlineError):
-        await hybrid_search(QUERY, budgets, dependencies(lexical, vector, warm=warm))
+        await hybrid_search(QUERY, deadline(40), dependencies(lexical, vector, warm=warm))
     await asyncio.wait_for(lexical.probe.cancelled.wait(), 1)
     assert warm.keys == []
 
@@ -190,8 +248,9 @@ async def test_when_the_callers_deadline_passes_first_no_fallback_is_built() -> 
 async def test_a_server_side_timeout_counts_as_a_vector_timeout() -> None:
     warm = WarmRecorder()
     deps = dependencies(FixedLexical([1]), FixedVector([2], server_timeout=True), warm=warm)
-    outcome = await hybrid_search(QUERY, BUDGETS, deps)
+    outcome = await hybrid_search(QUERY, deadline(), deps)
     assert outcome.reasons == [Reason.VECTOR_TIMEOUT]
+    await writes_done()
     assert warm.keys == [cache_key(QUERY, 1)]
 
 
@@ -203,7 +262,7 @@ async def test_stages_are_counted_in_flight_while_they_run_and_timed_when_they_f
     lexical, vector = FixedLexical([1]), FixedVector([2], stall=True)
     in_flight = _sample("retrieval_in_flight", "vector")
     timed = _sample("retrieval_stage_seconds_count", "lexical")
-    search = asyncio.create_task(hybrid_search(QUERY, BUDGETS, dependencies(lexical, vector)))
+    search = asyncio.create_task(hybrid_search(QUERY, deadline(), dependencies(lexical, vector)))
     await vector.probe.started.wait()
     assert _sample("retrieval_in_flight", "vector") == in_flight + 1
     assert (await search).mode == Mode.LEXICAL_FALLBACK

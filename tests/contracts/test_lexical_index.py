@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 
 from ingestion.models import Listing
 from retrieval import pg_lexical, vocabulary
+from retrieval.deadline import Deadline
 from retrieval.pg import LEXICAL_TAG, connection
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.protocols import LexicalIndex
@@ -41,7 +42,7 @@ async def lexical_search(
     index: LexicalIndex, query: Query, limit: int, budget_ms: float
 ) -> list[Candidate]:
     """Every call of the seam goes through here: the one line its signature touches."""
-    return await index.search(query, limit, budget_ms)
+    return await index.search(query, limit, Deadline.after(budget_ms))
 
 
 class LexicalSubject(StageSubject, Protocol):

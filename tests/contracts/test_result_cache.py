@@ -16,6 +16,7 @@ import pytest
 from django.test import override_settings
 
 from retrieval.cache import RedisResultCache, cache_key, close_async_redis
+from retrieval.deadline import Deadline
 from retrieval.protocols import ResultCache
 from retrieval.types import CachedRanking, Query
 from tests.conftest import free_port
@@ -28,7 +29,7 @@ ENTRY = CachedRanking([3, 1, 2], 7, 1_700_000_000.5)
 
 async def cache_get(cache: ResultCache, key: str) -> CachedRanking | None:
     """Every read of the seam goes through here: the one line its signature touches."""
-    return await cache.get(key)
+    return await cache.get(key, Deadline.after(1000))
 
 
 async def cache_put(cache: ResultCache, key: str, ranking: CachedRanking) -> None:

@@ -24,6 +24,7 @@ from django.utils import timezone
 from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
 from retrieval import pg_vector
+from retrieval.deadline import Deadline
 from retrieval.pg import VECTOR_TAG, connection
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.protocols import VectorIndex
@@ -61,7 +62,7 @@ async def vector_search(
     budget_ms: float,
 ) -> list[Candidate]:
     """Every call of the seam goes through here: the one line its signature touches."""
-    return await index.search(embedding, generation, limit, budget_ms)
+    return await index.search(embedding, generation, limit, Deadline.after(budget_ms))
 
 
 class VectorSubject(StageSubject, Protocol):

@@ -1,0 +1,98 @@
+"""One deadline to the last byte, on real Postgres: loading the result listings runs by the
+request's deadline like the stages do, and the lexical stage's statements share its time
+instead of each getting the whole budget again."""
+
+import asyncio
+import json
+import time
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.test import AsyncClient
+
+from retrieval import hybrid, views
+from retrieval.deadline import Deadline, SearchDeadline
+from retrieval.hybrid import Dependencies
+from retrieval.pg import LISTINGS_TAG
+from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.query import parse_query
+from retrieval.types import StageTimeoutError
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GRACE_S = 0.020
+
+
+async def _active(url: str, tag: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        cursor = await observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s",
+            [f"/* {tag} */%"],
+        )
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_lock_taken_before_hydration_gives_a_503_by_the_deadline(
+    async_client: AsyncClient,
+    indexed_listings: None,
+    test_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    holder = await psycopg.AsyncConnection.connect(test_database_url)
+
+    async def then_lock(query: object, deadline: SearchDeadline, deps: Dependencies) -> object:
+        outcome = await hybrid.hybrid_search(query, deadline, deps)  # type: ignore[arg-type]
+        # Both stages are done: only loading the listings is left, and now it must wait.
+        await holder.execute("LOCK TABLE ingestion_listing IN ACCESS EXCLUSIVE MODE")
+        return outcome
+
+    monkeypatch.setattr(views, "hybrid_search", then_lock)
+    try:
+        started = time.monotonic()
+        # Bounded: without a timeout of its own, hydration would wait for the lock forever.
+        response = await asyncio.wait_for(async_client.get("/api/search", {"q": "jazz"}), 5)
+        elapsed_s = time.monotonic() - started
+        assert response.status_code == 503, response.content
+        assert response["Retry-After"]
+        assert "listings_timeout" in json.loads(response.content)["reasons"]
+        assert elapsed_s <= settings.SEARCH_DEADLINE_MS / 1000 + GRACE_S
+        # Cancelled on the server too: its statement_timeout ended it, nothing waits on.
+        assert await _active(test_database_url, LISTINGS_TAG) == 0
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
+async def test_the_lexical_statements_share_one_deadline(
+    indexed_listings: None, test_database_url: str
+) -> None:
+    """A misspelt query runs a search, a spelling correction and a second search. With the
+    listings locked for the first 150 ms and the vocabulary locked throughout, the
+    correction may wait only for what the first search left of 300 ms: the whole search
+    ends by then (given a fresh 300 ms, it would end near 450 ms)."""
+    listings = await psycopg.AsyncConnection.connect(test_database_url)
+    vocabulary = await psycopg.AsyncConnection.connect(test_database_url)
+    # A materialized view cannot be LOCKed, but renaming one takes ACCESS EXCLUSIVE, held
+    # until the rollback undoes the rename.
+    await vocabulary.execute("ALTER MATERIALIZED VIEW retrieval_vocabulary RENAME TO held")
+    await listings.execute("LOCK TABLE ingestion_listing IN ACCESS EXCLUSIVE MODE")
+
+    async def release_listings() -> None:
+        await asyncio.sleep(0.15)
+        await listings.rollback()
+
+    try:
+        releasing = asyncio.create_task(release_listings())
+        started = time.monotonic()
+        with pytest.raises(StageTimeoutError):
+            await PgLexicalIndex().search(parse_query("jazzz", "5"), 15, Deadline.after(300))
+        elapsed_s = time.monotonic() - started
+        await releasing
+        assert elapsed_s <= 0.300 + 0.060
+    finally:
+        await listings.rollback()
+        await vocabulary.rollback()
+        await listings.close()
+        await vocabulary.close()
