@@ -1,5 +1,7 @@
 """The seams of retrieval. Postgres and Redis implement them; contract tests inject
-implementations that stall, fail or answer at will (tests/test_retrieval_contract.py).
+implementations that stall, fail or answer at will (tests/test_retrieval_contract.py), and
+each seam has one contract suite run against its fake and its real implementation
+(tests/contracts/).
 
 Every stage is a coroutine that must stop its work when cancelled: a real implementation
 cancels its SQL on the server, not just the Python side."""
