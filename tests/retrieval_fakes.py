@@ -79,8 +79,8 @@ class FixedLexical:
 
 class FixedVector:
     """Answers with fixed ids, nearest first, for each generation it holds (`ids` for
-    `generation` to begin with); or fails, or stalls until cancelled, or, `locked`, waits
-    until cancelled or its timeout passes."""
+    `generation` to begin with), except those withdrawn since; or fails, or stalls until
+    cancelled, or, `locked`, waits until cancelled or its deadline passes."""
 
     def __init__(
         self,
@@ -93,6 +93,7 @@ class FixedVector:
         generation: int = 1,
     ) -> None:
         self.rankings: dict[int, list[int]] = {generation: ids}
+        self.withdrawn: set[int] = set()
         self.stall, self.locked, self.fail = stall, locked, fail
         self.server_timeout = server_timeout
         self.probe = StageProbe()
@@ -105,7 +106,8 @@ class FixedVector:
                 raise RuntimeError("vector index unavailable")
             if self.server_timeout:
                 raise StageTimeoutError(_SERVER_TIMEOUT)
-            nearest = self.rankings.get(generation, [])[:limit]
+            ranking = self.rankings.get(generation, [])
+            nearest = [i for i in ranking if i not in self.withdrawn][:limit]
             return [Candidate(i, 1.0 - rank / 100) for rank, i in enumerate(nearest)]
 
 

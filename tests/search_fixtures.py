@@ -71,3 +71,15 @@ async def tables_locked(url: str, *tables: str) -> AsyncIterator[psycopg.AsyncCo
 def embeddings_locked(url: str) -> "AbstractAsyncContextManager[psycopg.AsyncConnection]":
     """Another connection holding ACCESS EXCLUSIVE on the embeddings table meanwhile."""
     return tables_locked(url, VECTOR_TABLE)
+
+
+async def statements_running(url: str, tag: str) -> int:
+    """Statements of the search hot path tagged `tag` (retrieval/pg.py) running now."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        cursor = await observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s",
+            [f"/* {tag} */%"],
+        )
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0

@@ -18,20 +18,10 @@ from retrieval.pg import LISTINGS_TAG
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.query import parse_query
 from retrieval.types import StageTimeoutError
+from tests.search_fixtures import statements_running
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRACE_S = 0.020
-
-
-async def _active(url: str, tag: str) -> int:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
-        cursor = await observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s",
-            [f"/* {tag} */%"],
-        )
-        row = await cursor.fetchone()
-    return int(row[0]) if row else 0
 
 
 async def test_a_lock_taken_before_hydration_gives_a_503_by_the_deadline(
@@ -59,7 +49,7 @@ async def test_a_lock_taken_before_hydration_gives_a_503_by_the_deadline(
         assert "listings_timeout" in json.loads(response.content)["reasons"]
         assert elapsed_s <= settings.SEARCH_DEADLINE_MS / 1000 + GRACE_S
         # Cancelled on the server too: its statement_timeout ended it, nothing waits on.
-        assert await _active(test_database_url, LISTINGS_TAG) == 0
+        assert await statements_running(test_database_url, LISTINGS_TAG) == 0
     finally:
         await holder.rollback()
         await holder.close()

@@ -19,6 +19,7 @@ import pytest
 
 from retrieval.types import Candidate, StageTimeoutError
 from tests.retrieval_fakes import FixedLexical, FixedVector
+from tests.search_fixtures import statements_running
 
 Search = Callable[[float], Coroutine[Any, Any, list[Candidate]]]  # budget_ms -> candidates
 
@@ -112,14 +113,7 @@ class PostgresStage:
         await self._holder.execute(f"LOCK TABLE {self._table} IN ACCESS EXCLUSIVE MODE")
 
     async def running(self) -> int:
-        async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as observer:
-            cursor = await observer.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE %s",
-                [f"/* {self._tag} */%"],
-            )
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return await statements_running(self._url, self._tag)
 
     async def close(self) -> None:
         if self._holder is not None:

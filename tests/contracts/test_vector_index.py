@@ -4,6 +4,7 @@ tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg_vector.p
 - only the rows of the generation asked for: each generation answers its own order, a
   generation without rows (never made, or deleted) answers nothing;
 - at most `limit` distinct candidates, nearest first;
+- only active listings, and withdrawn ones never take a slot: `limit` are still answered;
 - a search that has to wait ends with `StageTimeoutError` at its own timeout, and a
   cancelled one leaves nothing running (tests/contracts/stages.py).
 
@@ -84,6 +85,8 @@ class VectorSubject(StageSubject, Protocol):
         """Delete every row of `generation`."""
         ...
 
+    async def withdraw(self, listing_id: int) -> None: ...
+
 
 class FakeVectorSubject(FakeStage[FixedVector]):
     def __init__(self) -> None:
@@ -101,6 +104,9 @@ class FakeVectorSubject(FakeStage[FixedVector]):
 
     async def delete(self, generation: int) -> None:
         del self.index.rankings[generation]
+
+    async def withdraw(self, listing_id: int) -> None:
+        self.index.withdrawn.add(listing_id)
 
 
 class PostgresVectorSubject(PostgresStage):
@@ -129,6 +135,9 @@ class PostgresVectorSubject(PostgresStage):
 
     async def delete(self, generation: int) -> None:
         await ListingEmbedding.objects.filter(generation_id=generation).adelete()
+
+    async def withdraw(self, listing_id: int) -> None:
+        await Listing.objects.filter(pk=listing_id).aupdate(status=Listing.Status.WITHDRAWN)
 
 
 @pytest.fixture
@@ -165,6 +174,13 @@ class TestVectorIndex(StageDeadlineContract[VectorSubject]):
             assert_best_first(found, 4)
             assert [c.listing_id for c in found] == nearest[:4]
         assert await vector_search(subject.index, QUERY, second + 1, 4, BUDGET_MS) == []
+
+    async def test_withdrawn_listings_never_take_a_slot(self, subject: VectorSubject) -> None:
+        listings, first, _ = await embedded(subject, 8)
+        for nearest in listings[:4]:
+            await subject.withdraw(nearest)
+        found = await vector_search(subject.index, QUERY, first, 4, BUDGET_MS)
+        assert [c.listing_id for c in found] == listings[4:]
 
     async def test_a_generation_whose_rows_are_deleted_answers_nothing(
         self, subject: VectorSubject
