@@ -165,7 +165,9 @@ class IndexGeneration(models.Model):
 class ListingEmbedding(models.Model):
     """Kept apart from `Listing`: vector index maintenance and locks on this table can
     never block lexical search. Each generation gets its own partial HNSW index
-    (see ingestion/generations.py), so dimensions may differ between generations."""
+    (see ingestion/generations.py), so dimensions may differ between generations. Only
+    listings that can be shown have rows: withdrawing one deletes its rows in the same
+    transaction (a trigger, migrations/0003), so a vector search never spends a slot on it."""
 
     pk = models.CompositePrimaryKey("listing", "generation")
     listing = models.ForeignKey(Listing, on_delete=models.CASCADE)

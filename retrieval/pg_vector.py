@@ -1,8 +1,9 @@
 """Vector retrieval in Postgres: pgvector HNSW over one generation.
 
 Invariants: never returns rows of a generation other than the one passed in, nor a listing
-that cannot be shown (withdrawn): such neighbours are skipped inside the index scan, which
-then reads on (pgvector's iterative scan) so they never take a result slot.
+that cannot be shown: withdrawn listings have no embeddings (a trigger deletes them as the
+listing is withdrawn, ingestion/migrations/0003), and the index scan reads on past the rows
+it finds deleted (pgvector's iterative scan), so they never take a result slot.
 
 statement_timeout cannot cut an HNSW scan short (pgvector runs the whole graph search in
 its first fetch), so the cost of one search is bounded by `hnsw.ef_search` instead; the
@@ -24,17 +25,16 @@ from retrieval.types import Candidate
 # The query vector appears once, ordered by its output column: its text is the largest part
 # of the message, and the server parses every copy of it.
 _SEARCH = """
-SELECT e.listing_id, e.embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
-FROM ingestion_listing_embedding e
-WHERE e.generation_id = {generation}
-  AND EXISTS (SELECT FROM ingestion_listing l WHERE l.id = e.listing_id AND l.status = 'active')
+SELECT listing_id, embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
+FROM ingestion_listing_embedding
+WHERE generation_id = {generation}
 ORDER BY distance
 LIMIT %(limit)s
 """
-# Without an iterative scan, HNSW yields its ef_search nearest and the filter drops the
-# withdrawn among them: fewer than `limit` rows although more listings exist. Strict order
-# keeps the distances sorted; the tuples it may read on are bounded, and so is its time by
-# the statement's timeout.
+# Without an iterative scan, HNSW yields its ef_search nearest and the rows deleted since
+# the index last was vacuumed are dropped from them: fewer than `limit` rows although more
+# listings exist. Strict order keeps the distances sorted; the tuples it may read on are
+# bounded, and so is its time by the statement's timeout.
 _MAX_SCAN_TUPLES = 5000
 
 
