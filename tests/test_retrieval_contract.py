@@ -61,7 +61,8 @@ class StalledWarming(WarmRecorder):
 async def test_warming_never_delays_a_degraded_answer() -> None:
     warm = StalledWarming()
     deps = dependencies(FixedLexical([3]), FixedVector([9], stall=True), warm=warm)
-    outcome = await hybrid_search(QUERY, deadline(), deps)  # would hang if warming were awaited
+    # Bounded: were warming awaited, the answer would wait for the stalled enqueue.
+    outcome = await asyncio.wait_for(hybrid_search(QUERY, deadline(), deps), 5)
     assert outcome.mode == Mode.LEXICAL_FALLBACK
     await asyncio.wait_for(warm.started.wait(), 1)  # it was asked for, and is still going
     warm.release.set()
@@ -134,7 +135,8 @@ class HeldCache(MemoryCache):
 async def test_the_answer_does_not_wait_for_the_cache_write() -> None:
     cache = HeldCache()
     deps = dependencies(FixedLexical([3, 1]), FixedVector([2]), cache=cache)
-    outcome = await hybrid_search(QUERY, deadline(), deps)  # would hang if the put were awaited
+    # Bounded: were the put awaited, the answer would wait for the held write.
+    outcome = await asyncio.wait_for(hybrid_search(QUERY, deadline(), deps), 5)
     assert outcome.mode == Mode.HYBRID
     assert cache.entries == {}
     cache.release.set()
