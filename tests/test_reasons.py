@@ -269,6 +269,16 @@ async def test_listings_timeout_the_listings_unreadable_in_time(
     assert after.total_since(before, "retrieval_completed_total") == 0
 
 
+async def test_the_page_s_503_says_when_to_retry_as_the_api_s_does(
+    async_client: AsyncClient, warmed_up: None, listings_locked_before_reading: None
+) -> None:
+    response = await asyncio.wait_for(async_client.get("/", {"q": "jazz"}), 10)
+
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    assert "try again" in response.content.decode()
+
+
 def test_every_reason_has_its_test_here() -> None:
     untested = [r for r in Reason if not any(n.startswith(f"test_{r}_") for n in globals())]
     assert untested == []
