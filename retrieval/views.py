@@ -152,4 +152,8 @@ async def search_page(request: HttpRequest) -> HttpResponse:
         except (NoAnswerError, CallerDeadlineError):
             context["error"] = "Search is overloaded right now; please try again in a moment."
             status = 503
-    return render(request, "retrieval/search.html", context, status=status)
+    response = render(request, "retrieval/search.html", context, status=status)
+    if status == 503:
+        # The page's 503 tells a browser or crawler when to come back, as the API's does.
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response

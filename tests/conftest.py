@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import AsyncClient
 
 from resilience.redis_clients import get_redis
 from searchsite.celery import QUEUES
@@ -178,3 +179,13 @@ async def indexed_listings() -> AsyncIterator[None]:
     await get_pool()
     yield
     service.forget_active_generation()
+
+
+@pytest.fixture
+async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
+    """One search first: a process's first pays for loading the model and each event
+    loop's first for its pool's connections, which can take longer than the vector
+    budget, and is not what a test of one search's outcome is about."""
+    from tests.search_fixtures import search_json
+
+    await search_json(async_client, q="warm up")

@@ -21,6 +21,18 @@ class Scrape:
     def since(self, before: "Scrape", name: str, **labels: str) -> float:
         return self.value(name, **labels) - before.value(name, **labels)
 
+    def total(self, name: str, **labels: str) -> float:
+        """The sum over every series of `name` that has `labels`, whatever its others."""
+        wanted = labels.items()
+        return sum(
+            value
+            for (sample, series), value in self.samples.items()
+            if sample == name and wanted <= series
+        )
+
+    def total_since(self, before: "Scrape", name: str, **labels: str) -> float:
+        return self.total(name, **labels) - before.total(name, **labels)
+
 
 async def scrape(client: AsyncClient) -> Scrape:
     response = await client.get("/metrics")

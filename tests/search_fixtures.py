@@ -57,15 +57,21 @@ VECTOR_TABLE = "ingestion_listing_embedding"
 
 
 @asynccontextmanager
-async def tables_locked(url: str, *tables: str) -> AsyncIterator[psycopg.AsyncConnection]:
-    """Another connection holding ACCESS EXCLUSIVE on `tables` meanwhile."""
+async def held_by(url: str, statement: str) -> AsyncIterator[psycopg.AsyncConnection]:
+    """Another connection that ran `statement` in a transaction it keeps open meanwhile,
+    holding the locks it took; rolled back (the statement undone) on the way out."""
     holder = await psycopg.AsyncConnection.connect(url)
     try:
-        await holder.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
+        await holder.execute(statement)
         yield holder
     finally:
         await holder.rollback()
         await holder.close()
+
+
+def tables_locked(url: str, *tables: str) -> "AbstractAsyncContextManager[psycopg.AsyncConnection]":
+    """Another connection holding ACCESS EXCLUSIVE on `tables` meanwhile."""
+    return held_by(url, f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
 
 
 def embeddings_locked(url: str) -> "AbstractAsyncContextManager[psycopg.AsyncConnection]":

@@ -1,0 +1,284 @@
+"""Every reason in the fixed set, produced through the real path: the real view, Postgres
+with pgvector, Valkey and the real model, broken the way production breaks. Each test
+checks what the caller is told (status, `mode`, `reasons`, results) and what /metrics
+counts (the reason, and the answer by its mode or the 503).
+
+Injected only where the real system cannot be made to fail deterministically, and said so
+where it is. A schema change is committed, so the pooled search connections see it, and
+undone in `finally`; a lock is held by a transaction rolled back on the way out. No test
+leaves either to another."""
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from pytest_django.fixtures import Settings
+
+from ingestion.models import IndexGeneration
+from retrieval import service, views
+from retrieval.hybrid import Dependencies
+from retrieval.hydrate import ListingView, hydrate
+from retrieval.types import Mode, Reason
+from tests.scraping import Scrape, scrape
+from tests.search_fixtures import (
+    LEXICAL_TABLE,
+    VECTOR_TABLE,
+    embeddings_locked,
+    held_by,
+    search_json,
+    tables_locked,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Budgets a warmed-up stage on a busy machine always keeps, so that only what a test
+# breaks can cost an answer (an embedding late by chance would turn vector_error into
+# embed_timeout). The reserve is roomy too: after a stage that timed out, the listings
+# must still be read in what is left.
+VECTOR_BUDGET_MS = 1000
+RESERVE_MS = 500
+DEADLINE_MS = 2000
+
+
+@pytest.fixture(autouse=True)
+def roomy_budgets(settings: Settings) -> None:
+    settings.SEARCH_VECTOR_BUDGET_MS = VECTOR_BUDGET_MS
+    settings.SEARCH_RESERVE_MS = RESERVE_MS
+    settings.SEARCH_DEADLINE_MS = DEADLINE_MS
+
+
+@asynccontextmanager
+async def committed_meanwhile(url: str, change: str, undo: str) -> AsyncIterator[None]:
+    """`change` committed, so every connection sees it at once, and `undo` on the way out."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(change)
+        try:
+            yield
+        finally:
+            await conn.execute(undo)
+
+
+def _table_renamed(url: str, table: str) -> AbstractAsyncContextManager[None]:
+    """`table` renamed meanwhile: statements naming it fail, others go on."""
+    held = f"{table}_held"
+    return committed_meanwhile(
+        url, f"ALTER TABLE {table} RENAME TO {held}", f"ALTER TABLE {held} RENAME TO {table}"
+    )
+
+
+def _column_renamed(url: str, table: str, column: str) -> AbstractAsyncContextManager[None]:
+    """`column` of `table` renamed meanwhile: statements reading it fail, others go on."""
+    held = f"{column}_held"
+    return committed_meanwhile(
+        url,
+        f"ALTER TABLE {table} RENAME COLUMN {column} TO {held}",
+        f"ALTER TABLE {table} RENAME COLUMN {held} TO {column}",
+    )
+
+
+async def _answered(client: AsyncClient, mode: Mode, reason: Reason, q: str) -> dict[str, Any]:
+    """A search for `q`, which must answer 200 in `mode`, degraded by `reason` alone, with
+    results found by the stage that answered, and be counted so; its body."""
+    before = await scrape(client)
+    body = await search_json(client, q=q)
+    after = await scrape(client)
+
+    assert (body["mode"], body["reasons"], body["degraded"]) == (mode, [reason], True)
+    assert body["results"], body
+    answered_by = ["vector"] if mode == Mode.VECTOR_FALLBACK else ["lexical"]
+    assert {tuple(r["matched"]) for r in body["results"]} == {tuple(answered_by)}
+    _assert_reasons_counted(before, after, [reason])
+    completed = "retrieval_completed_total"
+    assert after.total_since(before, completed, mode=mode, degraded="true") == 1
+    assert after.total_since(before, completed) == 1
+    assert after.total_since(before, "retrieval_unavailable_total") == 0
+    return body
+
+
+def _assert_reasons_counted(before: Scrape, after: Scrape, reasons: list[Reason]) -> None:
+    """Each of `reasons` counted once, and no other."""
+    name = "retrieval_degradation_reasons_total"
+    for reason in reasons:
+        assert after.total_since(before, name, reason=reason) == 1, reason
+    assert after.total_since(before, name) == len(reasons)
+
+
+async def test_vector_timeout_the_embeddings_locked(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    async with embeddings_locked(test_database_url):
+        await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.VECTOR_TIMEOUT, "jazz")
+
+
+class StalledEmbedder:
+    """The model never answers. The real one takes milliseconds and cannot be made to
+    stall, so this is injected; only the search's cancellation ends it."""
+
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+
+    async def embed(self, text: str) -> npt.NDArray[np.float32]:
+        try:
+            await asyncio.Event().wait()  # never set
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_embed_timeout_the_model_stalled(
+    async_client: AsyncClient, warmed_up: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = StalledEmbedder()
+    stalled: Dependencies = dataclasses.replace(service.dependencies(), embedder=embedder)
+    monkeypatch.setattr(views, "dependencies", lambda: stalled)
+
+    await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.EMBED_TIMEOUT, "jazz")
+    assert embedder.cancelled.is_set()
+
+
+async def test_vector_error_the_embeddings_table_gone(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    # Only the vector statement names the embeddings table: lexical and the listings'
+    # read go on.
+    async with _table_renamed(test_database_url, VECTOR_TABLE):
+        await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.VECTOR_ERROR, "jazz")
+
+
+async def test_breaker_open_the_shared_breaker_opened_by_failures(
+    async_client: AsyncClient, warmed_up: None, settings: Settings
+) -> None:
+    # The breaker every process shares, opened as failing searches open it (in another
+    # process too: tests/test_search_resilience.py).
+    breaker = service.vector_breaker()
+    for _ in range(settings.VECTOR_BREAKER_MIN_CALLS):
+        breaker.record(failed=True)
+    assert breaker.state() == "open"
+
+    await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.BREAKER_OPEN, "jazz")
+
+
+async def test_shed_no_vector_search_admitted(
+    async_client: AsyncClient, warmed_up: None, settings: Settings
+) -> None:
+    settings.SEARCH_MAX_VECTOR_IN_FLIGHT = 0  # the kill switch: every vector stage is shed
+    service.forget_wiring()
+
+    await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.SHED, "jazz")
+
+
+async def test_no_budget_the_vector_budget_below_its_minimum(
+    async_client: AsyncClient, warmed_up: None, settings: Settings
+) -> None:
+    settings.SEARCH_MIN_VECTOR_BUDGET_MS = VECTOR_BUDGET_MS + 1
+    before = await scrape(async_client)
+
+    await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.NO_BUDGET, "jazz")
+    after = await scrape(async_client)
+    assert after.since(before, "retrieval_vector_eligible_total") == 0
+
+
+async def test_no_generation_none_active(async_client: AsyncClient, warmed_up: None) -> None:
+    await sync_to_async(IndexGeneration.objects.filter(state=IndexGeneration.State.ACTIVE).update)(
+        state=IndexGeneration.State.READY
+    )
+    service.forget_active_generation()
+    before = await scrape(async_client)
+
+    body = await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.NO_GENERATION, "jazz")
+    after = await scrape(async_client)
+    assert body["index_generation"] is None
+    assert after.total_since(before, "retrieval_completed_total", generation="None") == 1
+
+
+async def test_database_error_the_generation_lookup_errs(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    # A lookup that errs is not "no generation": the database could not say.
+    async with _table_renamed(test_database_url, "ingestion_indexgeneration"):
+        service.forget_active_generation()  # the warm-up's answer is still fresh
+        body = await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.DATABASE_ERROR, "jazz")
+    assert body["index_generation"] is None
+
+
+async def test_lexical_error_a_column_it_reads_gone(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    # Only the lexical statement reads the whole-text vector; the pooled connections have
+    # it prepared since the warm-up, and Postgres re-analyses a prepared statement after
+    # DDL on its tables, so it errs all the same (UndefinedColumn). The vector stage and
+    # the listings' read go on.
+    async with _column_renamed(test_database_url, LEXICAL_TABLE, "search_vector"):
+        await _answered(async_client, Mode.VECTOR_FALLBACK, Reason.LEXICAL_ERROR, "jazz")
+
+
+async def test_lexical_timeout_the_vocabulary_locked(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
+) -> None:
+    # A misspelt query matches nothing, so its lexical stage asks the vocabulary for a
+    # correction and waits there; the vector stage never reads the vocabulary. A
+    # materialized view cannot be LOCKed, but renaming one holds ACCESS EXCLUSIVE until
+    # the rollback undoes it. (Both tables locked, the 503 also counts lexical_timeout:
+    # tests/test_metrics_exported.py.)
+    rename = "ALTER MATERIALIZED VIEW retrieval_vocabulary RENAME TO held"
+    async with held_by(test_database_url, rename):
+        body = await _answered(
+            async_client, Mode.VECTOR_FALLBACK, Reason.LEXICAL_TIMEOUT, "sourdoguh"
+        )
+    assert body["results"][0]["title"] == "Sourdough baking class"
+
+
+@pytest.fixture
+def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listings table locked after both stages answered and before the listings are
+    read. The stages read that table too, so only a lock taken in between stalls the read
+    alone: the one seam injected (as in tests/test_search_deadline.py)."""
+
+    async def behind_a_lock(*args: Any, **kwargs: Any) -> list[ListingView]:
+        async with tables_locked(test_database_url, LEXICAL_TABLE):
+            return await hydrate(*args, **kwargs)
+
+    monkeypatch.setattr(views, "hydrate", behind_a_lock)
+
+
+async def test_listings_timeout_the_listings_unreadable_in_time(
+    async_client: AsyncClient, warmed_up: None, listings_locked_before_reading: None
+) -> None:
+    before = await scrape(async_client)
+    # Bounded: a read that ignored its deadline would wait for the lock forever.
+    response = await asyncio.wait_for(async_client.get("/api/search", {"q": "jazz"}), 10)
+    after = await scrape(async_client)
+
+    assert response.status_code == 503, response.content
+    assert int(response["Retry-After"]) >= 1
+    body = json.loads(response.content)
+    assert body["reasons"] == [Reason.LISTINGS_TIMEOUT]  # both stages had answered
+    assert "results" not in body
+    _assert_reasons_counted(before, after, [Reason.LISTINGS_TIMEOUT])
+    assert after.total_since(before, "retrieval_unavailable_total") == 1
+    assert after.total_since(before, "retrieval_completed_total") == 0
+
+
+async def test_the_page_s_503_says_when_to_retry_as_the_api_s_does(
+    async_client: AsyncClient, warmed_up: None, listings_locked_before_reading: None
+) -> None:
+    response = await asyncio.wait_for(async_client.get("/", {"q": "jazz"}), 10)
+
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    assert "try again" in response.content.decode()
+
+
+def test_every_reason_has_its_test_here() -> None:
+    untested = [r for r in Reason if not any(n.startswith(f"test_{r}_") for n in globals())]
+    assert untested == []
