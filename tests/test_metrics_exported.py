@@ -40,12 +40,6 @@ def generous_budgets(settings: Settings) -> None:
     settings.SEARCH_VECTOR_BUDGET_MS = GENEROUS_VECTOR_BUDGET_MS
 
 
-@pytest.fixture
-async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
-    """One search first: a process's first pays for the model and the pools."""
-    await search_json(async_client, q="warm up")
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_the_exhausted_budget_ratio_counts_eligible_and_exhausted_vector_stages(
     async_client: AsyncClient, generous_budgets: None, warmed_up: None, test_database_url: str

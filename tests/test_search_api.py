@@ -24,14 +24,6 @@ from tests.search_fixtures import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
-    """One search first: a process's first pays for loading the model and each event
-    loop's first for its pool's connections, which can take longer than the vector
-    budget, and is not what these tests are about."""
-    await search_json(async_client, q="warm up")
-
-
 async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, warmed_up: None) -> None:
     body = await search_json(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
