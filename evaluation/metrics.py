@@ -70,7 +70,8 @@ def score_paths(
     scores: dict[str, PathScores] = {}
     for path, run in runs.items():
         # Zeros first, so a query the path did not answer scores 0 whatever the library
-        # does with a query missing from a run.
+        # does with it (ranx, for one, refuses it), and every row has its figures in one
+        # order, for a report to print as columns.
         per_query = {query_id: dict.fromkeys(measures, 0.0) for query_id in qrels}
         for metric in evaluator.iter_calc(_scored_run(run)):
             per_query[metric.query_id][name_of[metric.measure]] = float(metric.value)

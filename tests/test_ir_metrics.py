@@ -59,6 +59,8 @@ def test_it_scores_the_hand_worked_example() -> None:
     assert scores["lexical"].means == close(
         {"recall@10": 2 / 9, "ndcg@10": LEXICAL_Q1_NDCG / 3, "mrr@10": 1 / 6}
     )
+    # The figures come in one order, for a report's columns.
+    assert list(scores["lexical"].means) == ["recall@10", "ndcg@10", "mrr@10"]
     assert scores["vector"].per_query == close_each({"q1": PERFECT, "q2": PERFECT, "q4": ZERO})
     assert scores["vector"].means == close({"recall@10": 2 / 3, "ndcg@10": 2 / 3, "mrr@10": 2 / 3})
 
