@@ -1,0 +1,1 @@
+"""Judged-query evaluation of the search paths."""
