@@ -4,9 +4,10 @@ Every reader in `evaluation.formats` ends in `assemble`, so the rules on bad inp
 here, once:
 
 - a missing file, a malformed line, a duplicated document or query id, a pair judged
-  both relevant and not relevant, or a query-id file naming a query the collection does
-  not have is a `CollectionError` that names the file (and line): the files do not mean
-  what we think they mean, and no count read from them could be trusted;
+  both relevant and not relevant, no documents or no queries at all, or a query-id file
+  naming a query the collection does not have is a `CollectionError` that names the file
+  (and line): the files do not mean what we think they mean, and no count read from them
+  could be trusted;
 - a judgment naming a document or query the collection does not have is skipped and
   counted in `JudgedCollection.skipped`, never dropped silently: a judgments file often
   covers more queries than a chosen query file, and published judgments sometimes name
@@ -122,6 +123,8 @@ def assemble(
     qids_source: Path | None = None,
 ) -> JudgedCollection:
     """The collection, restricted to the queries `qids` names when given."""
+    if not documents:
+        raise CollectionError(f"no documents read for a {layout} collection")
     kept = queries
     if qids is not None:
         unknown = [qid for qid in qids if qid not in queries]
@@ -129,6 +132,8 @@ def assemble(
             raise CollectionError(f"{qids_source}: no such queries: {', '.join(unknown[:10])}")
         chosen = set(qids)
         kept = {qid: query for qid, query in queries.items() if qid in chosen}
+    if not kept:
+        raise CollectionError(f"no queries read for a {layout} collection")
     pairs: dict[tuple[str, str], Judgment] = {}
     unknown_documents = unknown_queries = 0
     for judgment in judgments:

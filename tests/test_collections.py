@@ -398,6 +398,8 @@ def test_it_counts_judgments_naming_what_the_collection_lacks(tmp_path: Path) ->
             "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t0\n",
             r"test.tsv:3: .*both relevant and not relevant \(first at .*test.tsv:2\)",
         ),
+        (beir, "corpus.jsonl", "\n", "no documents read for a beir collection"),
+        (cacm, "splits/dev_qids.txt", "\n", "no queries read for a cacm collection"),
         (cacm, "cacm.all", "stray words\n.I 1\n.T\nx\n", r"cacm.all:1: text outside any field"),
         (cacm, "cacm.all", ".I 1\nwords before a tag\n", r"cacm.all:2: text outside any field"),
         (cacm, "cacm.all", ".I one\n.T\nx\n", r"cacm.all:1: expected a numeric id"),

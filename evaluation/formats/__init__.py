@@ -4,7 +4,7 @@ from pathlib import Path
 
 from evaluation.collections import CollectionError, JudgedCollection
 from evaluation.formats.beir import read_beir
-from evaluation.formats.smart import FLAVOURS, read_smart, smart_flavour
+from evaluation.formats.smart import EXPECTED_FILES, read_smart, smart_flavour
 
 __all__ = ["read_beir", "read_collection", "read_smart"]
 
@@ -24,7 +24,5 @@ def read_collection(
         return read_beir(path, queries=queries, qrels=qrels, qids=qids)
     if smart_flavour(path) is not None:
         return read_smart(path, queries=queries, qrels=qrels, qids=qids)
-    expected = ", ".join(
-        ["corpus.jsonl (BEIR)", *(f"{f.documents} ({f.layout})" for f in FLAVOURS)]
-    )
+    expected = ", ".join(["corpus.jsonl (BEIR)", *EXPECTED_FILES])
     raise CollectionError(f"{path}: not a judged collection: expected one of {expected}")

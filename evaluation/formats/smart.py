@@ -10,8 +10,8 @@ What each flavour's files mean, from their SOURCE.txt:
   of 1..4 disagree on which end is best, so relevance is binary. Any other code is an
   error. CISI's and CACM's judgments list relevant pairs only (`qid docid 0 0`);
 - a document's title is `.T`, its text `.W` (authors, citations, keywords left out);
-  CACM has no `.W` for half its records, and Cranfield's records 471 and 995 are empty:
-  both are kept, with empty text, as the published counts include them;
+  CACM has no `.W` for half its records (and no `.T` for record 3193), and Cranfield's
+  records 471 and 995 are empty: all are kept, as the published counts include them;
 - Cranfield's abstracts open by repeating the title; the repeat is dropped from the text
   so that a title word does not count twice when title and text are indexed together. A
   repeat is recognised with whitespace ignored (record 1000 writes "3 .5" and "3. 5");
@@ -55,10 +55,35 @@ class Flavour:
 
 
 FLAVOURS = (
-    Flavour("cranfield", "cran.all.1400", "cran.qry", ("dev_cranqrel", "cranqrel"), True, True),
-    Flavour("cisi", "CISI.ALL", "CISI.QRY", ("CISI.REL",), False, False),
-    Flavour("cacm", "cacm.all", "query.text", ("qrels.text",), False, False),
+    Flavour(
+        layout="cranfield",
+        documents="cran.all.1400",
+        queries="cran.qry",
+        judgments=("dev_cranqrel", "cranqrel"),
+        graded=True,
+        queries_numbered_by_position=True,
+    ),
+    Flavour(
+        layout="cisi",
+        documents="CISI.ALL",
+        queries="CISI.QRY",
+        judgments=("CISI.REL",),
+        graded=False,
+        queries_numbered_by_position=False,
+    ),
+    Flavour(
+        layout="cacm",
+        documents="cacm.all",
+        queries="query.text",
+        judgments=("qrels.text",),
+        graded=False,
+        queries_numbered_by_position=False,
+    ),
 )
+
+
+# What a folder must hold to be read as each flavour, for errors that say so.
+EXPECTED_FILES = tuple(f"{flavour.documents} ({flavour.layout})" for flavour in FLAVOURS)
 
 
 def smart_flavour(path: Path) -> Flavour | None:
@@ -76,7 +101,7 @@ def read_smart(
     own query, judgment and query-id files."""
     flavour = smart_flavour(path)
     if flavour is None:
-        expected = ", ".join(f"{f.documents} ({f.layout})" for f in FLAVOURS)
+        expected = ", ".join(EXPECTED_FILES)
         raise CollectionError(f"{path}: no SMART collection here: expected one of {expected}")
     documents_file = path / flavour.documents
     queries_file = queries or path / flavour.queries
