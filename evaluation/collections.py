@@ -61,9 +61,10 @@ class Skipped:
 
 @dataclass(frozen=True)
 class JudgedCollection:
-    """`relevant` and `not_relevant` map a query id to document ids; only queries with at
-    least one judgment of that kind appear. `not_relevant` holds explicit non-relevance
-    judgments only (Cranfield's -1, a BEIR score <= 0): unjudged is not "not relevant"."""
+    """Documents and queries in file order. `relevant` and `not_relevant` (read-only) map a
+    query id to document ids; only queries with at least one judgment of that kind appear.
+    `not_relevant` holds explicit non-relevance judgments only (Cranfield's -1, a BEIR
+    score <= 0): unjudged is not "not relevant"."""
 
     layout: str
     documents: tuple[Document, ...]
@@ -120,7 +121,7 @@ def assemble(
     judgments: Iterable[Judgment],
     *,
     qids: Sequence[str] | None,
-    qids_source: Path | None = None,
+    qids_source: Path | None,
 ) -> JudgedCollection:
     """The collection, restricted to the queries `qids` names when given."""
     if not documents:
