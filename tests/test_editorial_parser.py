@@ -4,7 +4,6 @@ import csv
 import io
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,8 +11,7 @@ from hypothesis import strategies as st
 
 from ingestion.drafts import BadItem, ListingDraft, ParseResult, PayloadError
 from ingestion.parsers.editorial import FIELDS, parse_editorial, validate_record
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tests.conftest import SHARED_DATA
 
 VALID = {
     "id": "ev-1",

@@ -6,6 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
@@ -96,6 +97,19 @@ def test_build_activate_rollback_and_retire_from_the_command_line() -> None:
             "SELECT 1 FROM pg_indexes WHERE indexname = %s", [generations.hnsw_index_name(second)]
         )
         assert cursor.fetchone() is None
+
+
+def test_the_generation_list_is_one_query_however_many_generations(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    generations.create_generation(MODEL_NAME, DIMENSIONS)
+    _listings("Jazz brunch")
+    embed_pending_batch()
+    out = io.StringIO()
+    with django_assert_num_queries(1):
+        call_command("generations", "list", stdout=out)
+    assert out.getvalue().count("1/1 embedded") == 2
 
 
 def test_the_active_generation_cannot_be_retired() -> None:

@@ -33,12 +33,12 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def _list(self, options: dict[str, Any]) -> None:
-        for generation in IndexGeneration.objects.order_by("pk"):
-            done, total = generations.progress(generation)
+        # One query for the whole list, not a progress query per generation.
+        for generation in generations.with_progress(IndexGeneration.objects.order_by("pk")):
             self.stdout.write(
                 f"{generation.pk:>4}  {generation.state:<9} {generation.embedding_model} "
                 f"{generation.dimensions}d pipeline v{generation.text_pipeline_version}  "
-                f"{done}/{total} embedded"
+                f"{generation.embedded}/{generation.active_listings} embedded"
             )
 
     def _build(self, options: dict[str, Any]) -> None:
