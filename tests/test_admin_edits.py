@@ -230,3 +230,15 @@ def test_a_merge_or_split_in_admin_queues_the_embedding_after_the_commit(
     assert response.status_code == 302, response.content
     assert Listing.objects.count() == (1 if action == "merge_listings" else 2)
     assert get_redis().llen("embedding") == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_queued_embedding")
+def test_a_link_typed_without_a_scheme_is_saved_as_https(admin_client: Client) -> None:
+    apply_draft(source(), draft(title=OLD_TITLE, starts_at=None), timezone.now())
+    listing = Listing.objects.get()
+    form = _change_form(listing, url="tickets.example.org/organ")
+    response = admin_client.post(_change_url(listing), form)
+    assert response.status_code == 302, response.content
+    listing.refresh_from_db()
+    assert listing.url == "https://tickets.example.org/organ"

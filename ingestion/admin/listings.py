@@ -1,6 +1,6 @@
 from django import forms
 from django.contrib import admin
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
@@ -33,6 +33,9 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
     )
     inlines = (SourceRecordInline,)
     actions = ("merge_listings",)
+    # A link typed without a scheme is an https one (Django 6's default, chosen now rather
+    # than warned about on every save).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Listing]:
         # One query for the whole page, not a count per row.
