@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
 from django.utils import timezone
 from pytest_django.fixtures import Settings
@@ -15,6 +16,11 @@ from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.polling import ingest_payload
+from resilience.redis_clients import get_redis
+from retrieval import warm
+from retrieval.cache import cache_key
+from retrieval.query import parse_query
+from retrieval.warming import schedule_warming
 from tests.conftest import eventually
 from tests.factories import source
 from tests.feeds import rss
@@ -23,6 +29,7 @@ from tests.search_fixtures import (
     LEXICAL_TABLE,
     VECTOR_TABLE,
     embeddings_locked,
+    index_listings,
     search_json,
     tables_locked,
 )
@@ -151,3 +158,19 @@ def test_the_open_quarantine_is_read_from_the_database_at_scrape_time(client: Cl
 
     assert scraped.value("ingestion_quarantine_open_items", kind="feed") == 1
     assert scraped.value("ingestion_sources_by_breaker_state", kind="feed", state="closed") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_warming_task_counts_as_completed_or_failed(client: Client) -> None:
+    """The warming task's own function (the Celery task is a thin wrapper around it), run
+    here so this process's /metrics shows what a worker's would."""
+    index_listings()
+    key = cache_key(parse_query("jazz", None), generations.active_generation().pk)  # type: ignore[union-attr]
+    before = scrape_sync(client)
+    async_to_sync(schedule_warming)(key, parse_query("jazz", None))
+    get_redis().delete("warming")  # the task message: this test runs its function itself
+    assert warm.warm(key) == "completed"
+    assert warm.warm("searchsite:results:no-such-job") == "expired"  # no job left to run
+    after = scrape_sync(client)
+    assert after.since(before, "retrieval_cache_warming_total", event="completed") == 1
+    assert after.since(before, "retrieval_cache_warming_total", event="failed") == 1
