@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from ingestion.drafts import ListingDraft
-from ingestion.models import Listing
+from ingestion.models import Listing, Source
 from ingestion.text import normalise
 
 # The first key of pg_advisory_xact_lock(int, int): our namespace for de-duplication locks.
@@ -24,7 +24,8 @@ _CANDIDATES_BY_TIME = """
            similarity(l.title, %(title)s) AS title_sim,
            similarity(l.venue, %(venue)s) AS venue_sim
     FROM ingestion_listing l
-    WHERE l.status = 'active' AND l.starts_at BETWEEN %(earliest)s AND %(latest)s
+    WHERE l.status = 'active' AND l.audience = %(audience)s
+      AND l.starts_at BETWEEN %(earliest)s AND %(latest)s
       AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
                       WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
     ORDER BY title_sim DESC, l.id
@@ -36,7 +37,8 @@ _CANDIDATES_UNDATED = """
            similarity(l.title, %(title)s) AS title_sim,
            similarity(l.venue, %(venue)s) AS venue_sim
     FROM ingestion_listing l
-    WHERE l.status = 'active' AND l.starts_at IS NULL AND l.title ILIKE %(title_pattern)s
+    WHERE l.status = 'active' AND l.audience = %(audience)s
+      AND l.starts_at IS NULL AND l.title ILIKE %(title_pattern)s
       AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
                       WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
     ORDER BY title_sim DESC, l.id
@@ -67,11 +69,14 @@ def hash_key(text: str) -> int:
     return value
 
 
-def find_duplicate(draft: ListingDraft, source_id: int) -> Listing | None:
+def find_duplicate(draft: ListingDraft, source: Source) -> Listing | None:
+    """A listing of another source that is the same event, of the source's own audience
+    only: a judged collection's document never merges into a public listing."""
     params: dict[str, str | int | datetime] = {
         "title": draft.title,
         "venue": draft.venue,
-        "source_id": source_id,
+        "source_id": source.pk,
+        "audience": source.audience,
     }
     if draft.starts_at is not None:
         tolerance = timedelta(minutes=settings.DEDUP_START_TOLERANCE_MIN)

@@ -2,7 +2,10 @@
 
 Invariant: every embedding row belongs to exactly one generation, and each generation's
 HNSW index covers only its own rows, so a search of generation N never sees vectors of
-another generation and a generation may use another model or dimension count.
+another generation and a generation may use another model or dimension count. A
+generation embeds the listings of one audience (ingestion.models.Audience), so a judged
+collection's vectors are never in the index a public search reads; each audience has at
+most one active generation.
 """
 
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -12,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import F, Func, IntegerField, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from ingestion.models import IndexGeneration, Listing, ListingEmbedding
+from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbedding
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -26,11 +29,14 @@ def hnsw_index_name(generation: IndexGeneration) -> str:
     return f"listing_embedding_hnsw_g{generation.pk}"
 
 
-def create_generation(embedding_model: str, dimensions: int) -> IndexGeneration:
+def create_generation(
+    embedding_model: str, dimensions: int, audience: Audience = Audience.PUBLIC
+) -> IndexGeneration:
     generation = IndexGeneration.objects.create(
         embedding_model=embedding_model,
         dimensions=dimensions,
         text_pipeline_version=TEXT_PIPELINE_VERSION,
+        audience=audience,
     )
     # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
     # dimension, and the partial predicate keeps the index to this generation's rows.
@@ -48,28 +54,34 @@ def create_generation(embedding_model: str, dimensions: int) -> IndexGeneration:
 
 @transaction.atomic
 def activate(generation: IndexGeneration) -> None:
-    """Make `generation` the active one; the previous one stays READY for rollback."""
+    """Make `generation` the active one of its audience; the previous one stays READY for
+    rollback."""
     # Lock all generation rows so two activations cannot interleave.
     list(IndexGeneration.objects.select_for_update().order_by("pk"))
-    IndexGeneration.objects.filter(state=IndexGeneration.State.ACTIVE).exclude(
-        pk=generation.pk
-    ).update(state=IndexGeneration.State.READY)
+    IndexGeneration.objects.filter(
+        state=IndexGeneration.State.ACTIVE, audience=generation.audience
+    ).exclude(pk=generation.pk).update(state=IndexGeneration.State.READY)
     generation.state = IndexGeneration.State.ACTIVE
     generation.activated_at = timezone.now()
     generation.save(update_fields=["state", "activated_at"])
 
 
-def active_generation() -> IndexGeneration | None:
-    return IndexGeneration.objects.filter(state=IndexGeneration.State.ACTIVE).first()
+def active_generation(audience: Audience = Audience.PUBLIC) -> IndexGeneration | None:
+    return IndexGeneration.objects.filter(
+        state=IndexGeneration.State.ACTIVE, audience=audience
+    ).first()
 
 
-def ensure_active_generation(embedding_model: str, dimensions: int) -> IndexGeneration:
-    """The active generation, creating and activating a first one on a fresh install."""
+def ensure_active_generation(
+    embedding_model: str, dimensions: int, audience: Audience = Audience.PUBLIC
+) -> IndexGeneration:
+    """The audience's active generation, creating and activating a first one on a fresh
+    install (or a judged collection's first import)."""
     with transaction.atomic():
-        active = active_generation()
+        active = active_generation(audience)
         if active is not None:
             return active
-        generation = create_generation(embedding_model, dimensions)
+        generation = create_generation(embedding_model, dimensions, audience)
         activate(generation)
         return generation
 
@@ -83,8 +95,9 @@ def with_progress(
     queryset: QuerySet[IndexGeneration],
 ) -> "QuerySet[WithAnnotations[IndexGeneration, Progress]]":
     """`queryset` with each generation's `embedded` (active listings with a vector of their
-    current content version) and `active_listings`, in the one query however many rows."""
-    active = Listing.objects.filter(status=Listing.Status.ACTIVE)
+    current content version) and `active_listings` (of its audience), in the one query
+    however many rows."""
+    active = Listing.objects.filter(status=Listing.Status.ACTIVE, audience=OuterRef("audience"))
     current = ListingEmbedding.objects.filter(
         generation=OuterRef("pk"),
         listing__status=Listing.Status.ACTIVE,

@@ -2,7 +2,7 @@
 
 Only generations of the model this process runs are embedded here. The work queue is the
 data itself: an active listing without an embedding of its current
-content version in a live generation needs one. Batches are claimed with
+content version in a live generation of its audience needs one. Batches are claimed with
 `FOR UPDATE SKIP LOCKED`, so concurrent embedding workers never do the same work twice, and
 the upsert only ever moves a vector forward in content version.
 """
@@ -27,6 +27,7 @@ _CLAIM = """
     FROM ingestion_listing l
     JOIN ingestion_indexgeneration g
       ON g.state IN ('active', 'building') AND g.embedding_model = %s AND g.dimensions = %s
+     AND g.audience = l.audience
     LEFT JOIN ingestion_listing_embedding e
            ON e.listing_id = l.id AND e.generation_id = g.id
     WHERE l.status = 'active'
@@ -107,8 +108,10 @@ def _store(claims: list[_Claim], vectors: np.ndarray) -> None:
 def pending_count(generation_id: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM ingestion_listing l LEFT JOIN ingestion_listing_embedding e"
-            " ON e.listing_id = l.id AND e.generation_id = %s"
+            "SELECT count(*) FROM ingestion_listing l"
+            " JOIN ingestion_indexgeneration g ON g.id = %s AND g.audience = l.audience"
+            " LEFT JOIN ingestion_listing_embedding e"
+            " ON e.listing_id = l.id AND e.generation_id = g.id"
             " WHERE l.status = 'active'"
             " AND (e.listing_id IS NULL OR e.content_version < l.content_version)",
             [generation_id],

@@ -15,6 +15,17 @@ from pgvector.django import VectorField
 SEARCH_CONFIG = "english"
 
 
+class Audience(models.TextChoices):
+    """Who may find a listing. Evaluation listings (judged collections, issue 10) come in
+    through the real ingestion path but never reach a public search: the public stages,
+    hydration and the spelling vocabulary read public listings only, and their vectors
+    live in a generation of their own, so the public HNSW index never holds them.
+    A source's audience is its listings', fixed when they are made."""
+
+    PUBLIC = "public"
+    EVALUATION = "evaluation"
+
+
 class Source(models.Model):
     class Kind(models.TextChoices):
         FEED = "feed", "Publisher feed (RSS/Atom)"
@@ -23,6 +34,7 @@ class Source(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=16, choices=Kind.choices)
+    audience = models.CharField(max_length=16, choices=Audience.choices, default=Audience.PUBLIC)
     url = models.CharField(max_length=2000, blank=True, help_text="http(s) URL or local file path")
     active = models.BooleanField(default=True)
     poll_interval_s = models.PositiveIntegerField(default=900)
@@ -60,6 +72,9 @@ class Listing(models.Model):
     all_day = models.BooleanField(default=False)
     url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    audience = models.CharField(
+        max_length=16, choices=Audience.choices, default=Audience.PUBLIC, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Bumped whenever the embedded text changes; an embedding of an older version is stale.
@@ -146,15 +161,22 @@ class IndexGeneration(models.Model):
     dimensions = models.PositiveSmallIntegerField()
     text_pipeline_version = models.PositiveSmallIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
+    # The listings it embeds: public ones, or a judged collection's (Audience).
+    audience = models.CharField(
+        max_length=16, choices=Audience.choices, default=Audience.PUBLIC, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
-            # The database, not application code, guarantees a single active generation.
+            # The database, not application code, guarantees a single active generation
+            # for each audience.
             models.UniqueConstraint(
-                fields=["state"], condition=Q(state="active"), name="one_active_generation"
+                fields=["audience"],
+                condition=Q(state="active"),
+                name="one_active_generation_per_audience",
             )
         ]
 

@@ -64,9 +64,9 @@ def apply_draft(source: Source, draft: ListingDraft, fetched_at: datetime) -> Ou
         _save_record(record, draft, digest, listing)
         return Outcome.UPDATED
     dedup.lock_time_slot(draft)
-    duplicate = dedup.find_duplicate(draft, source.pk)
+    duplicate = dedup.find_duplicate(draft, source)
     outcome = Outcome.UPDATED if duplicate is not None else Outcome.NEW
-    listing = duplicate or Listing(title=draft.title)
+    listing = duplicate or Listing(title=draft.title, audience=source.audience)
     _copy_draft(listing, draft, fetched_at, source.kind)
     if record is None:
         record = SourceRecord(source=source, external_id=draft.external_id)

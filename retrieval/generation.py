@@ -34,7 +34,7 @@ class GenerationLookup:
         rows = await fetch_with_local_settings(
             GENERATION_TAG,
             "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
-            " WHERE state = 'active'",
+            " WHERE state = 'active' AND audience = 'public'",
             {},
             deadline,
         )

@@ -2,9 +2,10 @@
 where withdrawn or edited listings are kept from resurfacing: rows are re-read now,
 whatever stage or cache the ids came from.
 
-Invariant: the first `k` ids of the ranking that can be shown are shown, in its order; a
-withdrawn one never takes a slot, so a ranking longer than `k` still fills the page. It
-runs by the search's deadline, with a server-side timeout like every other statement."""
+Invariant: the first `k` ids of the ranking that can be shown (active, public) are shown,
+in its order; a withdrawn one never takes a slot, so a ranking longer than `k` still fills
+the page. It runs by the search's deadline, with a server-side timeout like every other
+statement."""
 
 import html
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ WITH shown AS (
     SELECT l.id, l.title, l.venue, l.starts_at, l.url, l.description, ranked.position
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS ranked(id, position)
     JOIN ingestion_listing l ON l.id = ranked.id
-    WHERE l.status = 'active'
+    WHERE l.status = 'active' AND l.audience = 'public'
     ORDER BY ranked.position
     LIMIT %(k)s
 )
