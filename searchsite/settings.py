@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "searchsite",
     "ingestion",
     "retrieval",
+    "evaluation",
 ]
 
 # Django's and django-prometheus's own middleware, run on the event loop for async
