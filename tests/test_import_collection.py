@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
+from evaluation.collections import CollectionError
 from evaluation.importing import ImportReport, import_collection
 from evaluation.models import EvaluationSet
 from ingestion import generations
@@ -117,6 +118,15 @@ def test_qids_restrict_the_queries_and_judgments(tmp_path: Path) -> None:
         {("2", "3", True), ("2", "1", False)},
     )
     assert report.documents["unchanged"] == 2
+
+
+def test_it_refuses_to_import_into_a_public_source_of_the_same_name(tmp_path: Path) -> None:
+    Source.objects.create(name="evaluation: b", kind=Source.Kind.EDITORIAL, url="")
+
+    with pytest.raises(CollectionError, match="is not an evaluation source"):
+        import_collection(beir(tmp_path / "b"), progress=False)
+
+    assert not Listing.objects.exists()  # nothing published on the way
 
 
 JUDGED_TITLE = "Organ recital of heated aircraft wings"
