@@ -104,16 +104,17 @@ def _ingest_documents(
 ) -> dict[str, int]:
     counts = dict.fromkeys(DOCUMENT_COUNTS, 0)
     with tqdm(total=len(documents), desc="documents", unit="doc", disable=not progress) as bar:
-        for chunk in _chunks(documents, chunk_size):
+        for number, chunk in enumerate(_chunks(documents, chunk_size)):
             payload = json.dumps([_record(document) for document in chunk]).encode()
-            # Not a snapshot: each chunk is part of the collection, and a snapshot would
-            # resolve the quarantine entries of the chunks before it.
+            # A snapshot resolves the source's quarantine entries of earlier polls: right
+            # for the first chunk (a re-import supersedes the last import's), wrong for the
+            # others (they would resolve the entries of the chunks before them).
             poll = ingest_payload(
                 source,
                 payload,
                 started_at=timezone.now(),
                 name_hint="collection.json",
-                snapshot=False,
+                snapshot=number == 0,
             )
             if poll.status == Poll.Status.REJECTED:  # our own JSON: a bug, not bad input
                 raise CollectionError(f"ingestion rejected a chunk of documents: {poll.error}")

@@ -109,7 +109,7 @@ def test_qids_restrict_the_queries_and_judgments(tmp_path: Path) -> None:
     import_collection(folder, progress=False)
     only_two = write(tmp_path, "mine.txt", "2\n")
 
-    report = import_collection(folder, qids=only_two, progress=False)
+    report = import_collection(folder, qids=only_two, chunk_size=2, progress=False)
 
     assert (report.queries, report.judged_pairs) == (1, 2)
     # The earlier import's query 3 and its judgments are gone, not kept beside.
@@ -117,7 +117,10 @@ def test_qids_restrict_the_queries_and_judgments(tmp_path: Path) -> None:
         [("2", "what loads do gusts put on kites .")],
         {("2", "3", True), ("2", "1", False)},
     )
-    assert report.documents["unchanged"] == 2
+    assert report.documents == {"new": 0, "updated": 0, "unchanged": 2, "quarantined": 1}
+    # Document 2's quarantine entry is the latest import's alone, not one per import.
+    source = Source.objects.get(name="evaluation: cran")
+    assert source.quarantine.filter(resolved_at=None).count() == 1
 
 
 def test_it_refuses_to_import_into_a_public_source_of_the_same_name(tmp_path: Path) -> None:
