@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -189,3 +190,19 @@ async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
     from tests.search_fixtures import search_json
 
     await search_json(async_client, q="warm up")
+
+
+@pytest.fixture
+def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listings table locked after both stages answered and before the listings are
+    read. The stages read that table too, so only a lock taken in between stalls the read
+    alone: the one seam injected."""
+    from retrieval import views
+    from retrieval.hydrate import ListingView, hydrate
+    from tests.search_fixtures import LEXICAL_TABLE, tables_locked
+
+    async def behind_a_lock(*args: Any, **kwargs: Any) -> list[ListingView]:
+        async with tables_locked(test_database_url, LEXICAL_TABLE):
+            return await hydrate(*args, **kwargs)
+
+    monkeypatch.setattr(views, "hydrate", behind_a_lock)

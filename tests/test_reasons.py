@@ -26,7 +26,6 @@ from pytest_django.fixtures import Settings
 from ingestion.models import IndexGeneration
 from retrieval import service, views
 from retrieval.hybrid import Dependencies
-from retrieval.hydrate import ListingView, hydrate
 from retrieval.types import Mode, Reason
 from tests.scraping import Scrape, scrape
 from tests.search_fixtures import (
@@ -35,7 +34,6 @@ from tests.search_fixtures import (
     embeddings_locked,
     held_by,
     search_json,
-    tables_locked,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -236,19 +234,6 @@ async def test_lexical_timeout_the_vocabulary_locked(
             async_client, Mode.VECTOR_FALLBACK, Reason.LEXICAL_TIMEOUT, "sourdoguh"
         )
     assert body["results"][0]["title"] == "Sourdough baking class"
-
-
-@pytest.fixture
-def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The listings table locked after both stages answered and before the listings are
-    read. The stages read that table too, so only a lock taken in between stalls the read
-    alone: the one seam injected (as in tests/test_search_deadline.py)."""
-
-    async def behind_a_lock(*args: Any, **kwargs: Any) -> list[ListingView]:
-        async with tables_locked(test_database_url, LEXICAL_TABLE):
-            return await hydrate(*args, **kwargs)
-
-    monkeypatch.setattr(views, "hydrate", behind_a_lock)
 
 
 async def test_listings_timeout_the_listings_unreadable_in_time(

@@ -11,9 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import AsyncClient
 
-from retrieval import hybrid, views
-from retrieval.deadline import Deadline, SearchDeadline
-from retrieval.hybrid import Dependencies
+from retrieval.deadline import Deadline
 from retrieval.pg import LISTINGS_TAG
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.query import parse_query
@@ -28,31 +26,18 @@ async def test_a_lock_taken_before_hydration_gives_a_503_by_the_deadline(
     async_client: AsyncClient,
     indexed_listings: None,
     test_database_url: str,
-    monkeypatch: pytest.MonkeyPatch,
+    listings_locked_before_reading: None,
 ) -> None:
-    holder = await psycopg.AsyncConnection.connect(test_database_url)
-
-    async def then_lock(query: object, deadline: SearchDeadline, deps: Dependencies) -> object:
-        outcome = await hybrid.hybrid_search(query, deadline, deps)  # type: ignore[arg-type]
-        # Both stages are done: only loading the listings is left, and now it must wait.
-        await holder.execute("LOCK TABLE ingestion_listing IN ACCESS EXCLUSIVE MODE")
-        return outcome
-
-    monkeypatch.setattr(views, "hybrid_search", then_lock)
-    try:
-        started = time.monotonic()
-        # Bounded: without a timeout of its own, hydration would wait for the lock forever.
-        response = await asyncio.wait_for(async_client.get("/api/search", {"q": "jazz"}), 5)
-        elapsed_s = time.monotonic() - started
-        assert response.status_code == 503, response.content
-        assert response["Retry-After"]
-        assert "listings_timeout" in json.loads(response.content)["reasons"]
-        assert elapsed_s <= settings.SEARCH_DEADLINE_MS / 1000 + GRACE_S
-        # Cancelled on the server too: its statement_timeout ended it, nothing waits on.
-        assert await statements_running(test_database_url, LISTINGS_TAG) == 0
-    finally:
-        await holder.rollback()
-        await holder.close()
+    started = time.monotonic()
+    # Bounded: without a timeout of its own, hydration would wait for the lock forever.
+    response = await asyncio.wait_for(async_client.get("/api/search", {"q": "jazz"}), 5)
+    elapsed_s = time.monotonic() - started
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"]
+    assert "listings_timeout" in json.loads(response.content)["reasons"]
+    assert elapsed_s <= settings.SEARCH_DEADLINE_MS / 1000 + GRACE_S
+    # Cancelled on the server too: its statement_timeout ended it, nothing waits on.
+    assert await statements_running(test_database_url, LISTINGS_TAG) == 0
 
 
 async def test_the_lexical_statements_share_one_deadline(
