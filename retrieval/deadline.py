@@ -66,6 +66,10 @@ class SearchDeadline:
     stages: Deadline  # lexical and vector retrieval; `end` less the reserve
     vector: Deadline | None  # None: too little time for a vector search to be worth starting
     caller_limited: bool  # the caller's own timeout, not our objective, is the binding one
+    started_at: float  # on the deadlines' clock
+
+    def elapsed_ms(self) -> float:
+        return (self.end.clock() - self.started_at) * 1000
 
     @classmethod
     def start(cls, budgets: Budgets, clock: Clock = time.monotonic) -> Self:
@@ -79,6 +83,7 @@ class SearchDeadline:
             stages=after(budgets.lexical_ms),
             vector=None if budgets.vector_skipped_no_budget else after(budgets.vector_ms),
             caller_limited=budgets.caller_limited,
+            started_at=now,
         )
 
 

@@ -9,6 +9,7 @@ from retrieval.deadline import (
     BudgetPolicy,
     Budgets,
     Deadline,
+    SearchDeadline,
     parse_caller_timeout,
     plan_budgets,
 )
@@ -153,3 +154,14 @@ def test_a_caller_timeout_that_is_not_a_plain_number_is_refused(raw: str) -> Non
 def test_a_bad_param_is_refused_even_with_a_good_header() -> None:
     with pytest.raises(BadQueryError, match=r"^timeout_ms"):
         parse_caller_timeout("soon", "300")
+
+
+def test_a_search_deadline_counts_its_instants_and_its_age_from_one_start() -> None:
+    clock = FakeClock()
+    deadline = SearchDeadline.start(plan_budgets(POLICY, caller_timeout_ms=None), clock=clock)
+    assert deadline.end.remaining_ms() == pytest.approx(800)
+    assert deadline.stages.remaining_ms() == pytest.approx(700)
+    assert deadline.vector is not None and deadline.vector.remaining_ms() == pytest.approx(400)
+    clock.advance_ms(40)
+    assert deadline.elapsed_ms() == pytest.approx(40)
+    assert deadline.end.remaining_ms() == pytest.approx(760)
