@@ -161,7 +161,8 @@ def test_a_search_deadline_counts_its_instants_and_its_age_from_one_start() -> N
     deadline = SearchDeadline.start(plan_budgets(POLICY, caller_timeout_ms=None), clock=clock)
     assert deadline.end.remaining_ms() == pytest.approx(800)
     assert deadline.stages.remaining_ms() == pytest.approx(700)
-    assert deadline.vector is not None and deadline.vector.remaining_ms() == pytest.approx(400)
+    assert deadline.vector is not None
+    assert deadline.vector.remaining_ms() == pytest.approx(400)
     clock.advance_ms(40)
     assert deadline.elapsed_ms() == pytest.approx(40)
     assert deadline.end.remaining_ms() == pytest.approx(760)
