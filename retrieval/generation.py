@@ -5,7 +5,9 @@ value that changes a few times a year, and an activation is seen everywhere with
 second. The clock is injectable so tests can move past the cache without sleeping.
 """
 
+import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,10 +29,32 @@ class GenerationLookup:
         self._clock = clock
         self._value: ActiveGeneration | None = None
         self._fetched_at = float("-inf")
+        # The lookup in flight on each event loop: a burst of searches that all find the
+        # value stale shares one query, instead of each asking the pool for a connection
+        # at once (twenty concurrent searches on a cold pool timed out waiting for them).
+        self._fetching: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Task[ActiveGeneration | None]
+        ] = weakref.WeakKeyDictionary()
 
     async def active(self, deadline: Deadline) -> ActiveGeneration | None:
         if self._clock() - self._fetched_at < TTL_S:
             return self._value
+        loop = asyncio.get_running_loop()
+        fetching = self._fetching.get(loop)
+        if fetching is None:
+            fetching = loop.create_task(self._fetch(deadline))
+            self._fetching[loop] = fetching
+            fetching.add_done_callback(self._fetched)
+        # Shielded: a caller that gives up (its deadline, or its client gone) leaves the
+        # shared lookup to the others; the lookup is bounded by its own statement_timeout.
+        return await asyncio.wait_for(asyncio.shield(fetching), deadline.remaining_ms() / 1000)
+
+    def _fetched(self, task: "asyncio.Task[ActiveGeneration | None]") -> None:
+        self._fetching.pop(task.get_loop(), None)
+        if not task.cancelled():
+            task.exception()  # retrieved: every waiter may have stopped waiting
+
+    async def _fetch(self, deadline: Deadline) -> ActiveGeneration | None:
         rows = await fetch_with_local_settings(
             GENERATION_TAG,
             "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
