@@ -26,7 +26,8 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _K = re.compile(r"[0-9]{1,9}")  # ASCII digits only; bounded so int() never sees a huge string
 # websearch_to_tsquery syntax: "a phrase", -negation (of a word or a phrase), `x or y`.
 _QUOTED_PHRASE = re.compile(r'"[^"]*[^\W_][^"]*"')
-_OPERATOR = re.compile(r'(?:^|\s)-(?:"|[^\W_])|\S\s+or\s+\S', re.IGNORECASE)
+_NEGATION = re.compile(r'(?:^|\s)-(?:"|[^\W_])')
+_OPERATOR = re.compile(_NEGATION.pattern + r"|\S\s+or\s+\S", re.IGNORECASE)
 
 
 class BadQueryError(ValueError):
@@ -69,6 +70,12 @@ def query_class(text: str) -> QueryClass:
     if terms == 1:
         return "single_term"
     return "short" if terms <= 3 else "long"
+
+
+def requires_every_term(text: str) -> bool:
+    """Whether the query's own syntax asks for exact matching: a quoted phrase or a
+    negated term. An `or` does not: it asks for any term already."""
+    return bool(_QUOTED_PHRASE.search(text) or _NEGATION.search(text))
 
 
 def _clean_text(raw: str | None, max_chars: int) -> str:

@@ -1,12 +1,17 @@
-"""The vocabulary behind spelling correction: a materialized view of the words of active
-listings' titles, venues and aliases, refreshed in the background. Words of listings added
-since the last refresh are corrected to only after the next one; they are still found by
+"""The lexical stage's vocabulary, two materialized views refreshed in the background:
+the words of active listings' titles, venues and aliases behind spelling correction, and
+each lexeme's document frequency per audience behind any-term ranking
+(retrieval/pg_lexical.py). Words of listings added since the last refresh are corrected to
+only after the next one, and weigh as rare terms until then; they are still found by
 full-text search at once."""
 
 from django.db import connection
 
+VIEWS = ("retrieval_vocabulary", "retrieval_term_statistics")
+
 
 def refresh() -> None:
     with connection.cursor() as cursor:
-        # CONCURRENTLY: searches keep reading the old contents while the new ones build.
-        cursor.execute("REFRESH MATERIALIZED VIEW CONCURRENTLY retrieval_vocabulary")
+        for view in VIEWS:
+            # CONCURRENTLY: searches keep reading the old contents while the new ones build.
+            cursor.execute(f"REFRESH MATERIALIZED VIEW CONCURRENTLY {view}")

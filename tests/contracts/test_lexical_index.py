@@ -141,7 +141,7 @@ async def test_when_matches_exceed_the_pool_title_matches_are_the_ones_ranked(
 ) -> None:
     _, titled = await listings(postgres, described=6, titled=3)
     monkeypatch.setattr(pg_lexical, "POOL", 3)
-    found = await lexical_search(postgres.index, FESTIVAL, 10, BUDGET_MS)
+    found = await lexical_search(postgres.index, FESTIVAL, 3, BUDGET_MS)
     assert sorted(c.listing_id for c in found) == sorted(titled)
 
 
