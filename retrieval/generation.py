@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ingestion.models import Audience
 from retrieval.deadline import Deadline
 from retrieval.pg import GENERATION_TAG, fetch_with_local_settings
 
@@ -25,7 +26,10 @@ class ActiveGeneration:
 
 
 class GenerationLookup:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, audience: Audience = Audience.PUBLIC, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._audience = audience
         self._clock = clock
         self._value: ActiveGeneration | None = None
         self._fetched_at = float("-inf")
@@ -58,8 +62,8 @@ class GenerationLookup:
         rows = await fetch_with_local_settings(
             GENERATION_TAG,
             "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
-            " WHERE state = 'active' AND audience = 'public'",
-            {},
+            " WHERE state = 'active' AND audience = %(audience)s",
+            {"audience": self._audience.value},
             deadline,
         )
         self._value = ActiveGeneration(*rows[0]) if rows else None

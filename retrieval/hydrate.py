@@ -2,15 +2,16 @@
 where withdrawn or edited listings are kept from resurfacing: rows are re-read now,
 whatever stage or cache the ids came from.
 
-Invariant: the first `k` ids of the ranking that can be shown (active, public) are shown,
-in its order; a withdrawn one never takes a slot, so a ranking longer than `k` still fills
-the page. It runs by the search's deadline, with a server-side timeout like every other
-statement."""
+Invariant: the first `k` ids of the ranking that can be shown (active, of the search's
+audience) are shown, in its order; a withdrawn one never takes a slot, so a ranking longer
+than `k` still fills the page. It runs by the search's deadline, with a server-side
+timeout like every other statement."""
 
 import html
 from dataclasses import dataclass
 from datetime import datetime
 
+from ingestion.models import Audience
 from retrieval.deadline import Deadline
 from retrieval.pg import LISTINGS_TAG, fetch_with_local_settings
 
@@ -20,7 +21,7 @@ WITH shown AS (
     SELECT l.id, l.title, l.venue, l.starts_at, l.url, l.description, ranked.position
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS ranked(id, position)
     JOIN ingestion_listing l ON l.id = ranked.id
-    WHERE l.status = 'active' AND l.audience = 'public'
+    WHERE l.status = 'active' AND l.audience = %(audience)s
     ORDER BY ranked.position
     LIMIT %(k)s
 )
@@ -43,13 +44,22 @@ class ListingView:
     snippet: str  # HTML: the listing's text escaped, <mark> around the matched words
 
 
-async def hydrate(ids: list[int], text: str, k: int, deadline: Deadline) -> list[ListingView]:
-    """The first `k` showable listings of `ids`, best first. StageTimeoutError when the
-    deadline passes first."""
+async def hydrate(
+    ids: list[int],
+    text: str,
+    k: int,
+    deadline: Deadline,
+    audience: Audience = Audience.PUBLIC,
+) -> list[ListingView]:
+    """The first `k` showable listings of `ids` (active, of `audience`), best first.
+    StageTimeoutError when the deadline passes first."""
     if not ids:
         return []
     rows = await fetch_with_local_settings(
-        LISTINGS_TAG, _LISTINGS, {"ids": ids, "text": text, "k": k}, deadline
+        LISTINGS_TAG,
+        _LISTINGS,
+        {"ids": ids, "text": text, "k": k, "audience": audience.value},
+        deadline,
     )
     return [
         ListingView(id_, title, venue, start, url, _marked(headline))

@@ -106,6 +106,13 @@ async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
         yield conn
 
 
+async def close_pool() -> None:
+    """Close this event loop's pool, if it has one (before the loop itself closes)."""
+    pool = _pools.pop(asyncio.get_running_loop(), None)
+    if pool is not None:
+        await pool.close()
+
+
 async def close_pools() -> None:
     for pool in list(_pools.values()):
         await pool.close()

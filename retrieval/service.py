@@ -22,12 +22,17 @@ from retrieval.warming import schedule_warming
 _generations = GenerationLookup()
 
 
-async def active_generation(deadline: Deadline) -> int | None:
-    """The active generation, if this process's embedder can search it."""
-    active = await _generations.active(deadline)
+async def searchable_generation(lookup: GenerationLookup, deadline: Deadline) -> int | None:
+    """The active generation `lookup` finds, if this process's embedder can search it."""
+    active = await lookup.active(deadline)
     if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
         return None
     return active.id
+
+
+async def active_generation(deadline: Deadline) -> int | None:
+    """The active public generation, if this process's embedder can search it."""
+    return await searchable_generation(_generations, deadline)
 
 
 def forget_active_generation() -> None:
