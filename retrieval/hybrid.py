@@ -167,7 +167,8 @@ async def hybrid_search(
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
             _time_stage(vector_task, timings, "vector", deps.clock, started)
-            metrics.VECTOR_ELIGIBLE.inc()
+            if metrics.counted():
+                metrics.VECTOR_ELIGIBLE.inc()
         vector = await _vector_result(vector_task, stage, deadline, deps, reasons)
         lexical = await _lexical_result(lexical_task, deadline.stages, reasons)
     except BaseException:
@@ -194,14 +195,18 @@ def _time_stage(
 ) -> None:
     """Count a stage in flight while it runs; when it finishes rather than is abandoned,
     record how long it took."""
-    metrics.IN_FLIGHT.labels(stage=stage).inc()
+    counted = metrics.counted()
+    if counted:
+        metrics.IN_FLIGHT.labels(stage=stage).inc()
 
     def done(finished: "asyncio.Task[Any]") -> None:
-        metrics.IN_FLIGHT.labels(stage=stage).dec()
+        if counted:
+            metrics.IN_FLIGHT.labels(stage=stage).dec()
         if not finished.cancelled():
             elapsed_s = clock() - started
             setattr(timings, f"{stage}_ms", elapsed_s * 1000)
-            metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_s)
+            if counted:
+                metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_s)
 
     task.add_done_callback(done)
 
@@ -234,15 +239,17 @@ async def _vector_result(
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()  # psycopg sends the cancel to the server
         reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
-        metrics.VECTOR_EXHAUSTED.inc()
-        metrics.DEADLINE_EXHAUSTED.labels(stage="vector").inc()
+        if metrics.counted():
+            metrics.VECTOR_EXHAUSTED.inc()
+            metrics.DEADLINE_EXHAUSTED.labels(stage="vector").inc()
         deps.breaker.record(failed=True)
         return None
     if task.exception() is not None:
         reasons.append(Reason.VECTOR_ERROR)
         deps.breaker.record(failed=True)
         return None
-    metrics.VECTOR_REMAINING.observe(deadline.vector.remaining_ms() / 1000)
+    if metrics.counted():
+        metrics.VECTOR_REMAINING.observe(deadline.vector.remaining_ms() / 1000)
     deps.breaker.record(failed=False)
     return task.result()
 
@@ -254,7 +261,8 @@ async def _lexical_result(
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()
         reasons.append(Reason.LEXICAL_TIMEOUT)
-        metrics.DEADLINE_EXHAUSTED.labels(stage="lexical").inc()
+        if metrics.counted():
+            metrics.DEADLINE_EXHAUSTED.labels(stage="lexical").inc()
         return None
     if task.exception() is not None:
         reasons.append(Reason.LEXICAL_ERROR)
@@ -299,7 +307,12 @@ async def _fallback(
         if Reason.VECTOR_TIMEOUT in reasons or Reason.EMBED_TIMEOUT in reasons:
             _behind_response(deps.warm(key, query))
     if cached is not None and cached.generation == generation:
-        ranking, matched = _fuse({"cache": cached.ranking, "lexical": lexical_ids})
+        # Only lexical hits the cached ranking lacks are merged in: those it holds are
+        # already ranked by both stages, and counting their lexical rank again buried
+        # the fresh ones (listings newer than the entry: recall@10 0.000 on them).
+        ranked = set(cached.ranking)
+        fresh = [listing_id for listing_id in lexical_ids if listing_id not in ranked]
+        ranking, matched = _fuse({"cache": cached.ranking, "lexical": fresh})
         age = max(0.0, time.time() - cached.created_at)
         return SearchOutcome(Mode.CACHE_FALLBACK, ranking, matched, reasons, generation, age)
     if lexical is not None:

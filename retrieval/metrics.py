@@ -1,7 +1,32 @@
 """Retrieval metrics. Label values come from fixed sets only: mode, reason, stage, query
-class (the query's shape, never its text), generation id, and small cause/event sets."""
+class (the query's shape, never its text), generation id, and small cause/event sets.
+
+They count public traffic only: a search run `uncounted()` (an evaluation of judged
+queries, the recall guardrail) leaves them as they were, so ops never read a benchmark's
+fallbacks as users' (`counted()` is checked where the search path records them)."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from prometheus_client import Counter, Gauge, Histogram
+
+# Tasks a search starts copy the context, so its stages inherit the flag.
+_counted: ContextVar[bool] = ContextVar("retrieval_metrics_counted", default=True)
+
+
+def counted() -> bool:
+    return _counted.get()
+
+
+@contextmanager
+def uncounted() -> Iterator[None]:
+    token = _counted.set(False)
+    try:
+        yield
+    finally:
+        _counted.reset(token)
+
 
 LATENCY_BUCKETS = (
     0.001,
