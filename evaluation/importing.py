@@ -35,6 +35,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch, pending_count
 from ingestion.models import Audience, Poll, Source
 from ingestion.polling import ingest_payload
+from retrieval import vocabulary
 
 CHUNK_SIZE = 500
 # Long enough to say what the document is about, short enough to read as a title.
@@ -72,6 +73,9 @@ def import_collection(
     generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, Audience.EVALUATION)
     documents = _ingest_documents(source, collection.documents, chunk_size, progress)
     embedded = _embed_inline(generation.pk, progress)
+    # The set's term statistics, for the lexical stage to weigh its terms by now rather
+    # than at the next scheduled refresh.
+    vocabulary.refresh()
     evaluation_set = _replace_queries_and_judgments(set_name, source, collection)
     return ImportReport(
         evaluation_set=evaluation_set,

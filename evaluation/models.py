@@ -61,3 +61,27 @@ class Judgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.evaluation_set_id}:{self.query_id}:{self.document_id}"
+
+
+class EvaluationRun(models.Model):
+    """One evaluation's figures, as `evaluate --json` prints them ({"paths", "slices"}),
+    kept so `evaluate --last` and the metrics can show the latest without re-running."""
+
+    class Kind(models.TextChoices):
+        EVALUATE = "evaluate"  # `manage.py evaluate`: every judged query
+        GUARDRAIL = "guardrail"  # the periodic task: a sample, against the live system
+
+    evaluation_set = models.ForeignKey(EvaluationSet, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    finished_at = models.DateTimeField()
+    k = models.PositiveSmallIntegerField()
+    query_count = models.PositiveIntegerField()
+    figures = models.JSONField()
+    # Path -> queries it could not answer in its own mode (scored 0, never excused).
+    failures = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "-finished_at"], name="evaluation_run_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.evaluation_set_id}:{self.kind}:{self.finished_at:%Y-%m-%d %H:%M}"
