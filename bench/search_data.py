@@ -13,6 +13,7 @@ from django.db import connection
 
 from ingestion.embedding import DIMENSIONS, get_embedder
 from ingestion.text import embedding_text
+from retrieval import vocabulary
 
 BASE = 2000
 _LISTING_DEFAULTS = "\t".join(
@@ -97,5 +98,6 @@ def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
             copy.write(embeddings.getvalue())
         cursor.execute("ANALYZE ingestion_listing")
         cursor.execute("ANALYZE ingestion_listing_embedding")
-        cursor.execute("REFRESH MATERIALIZED VIEW retrieval_vocabulary")
+        for view in vocabulary.VIEWS:
+            cursor.execute(f"REFRESH MATERIALIZED VIEW {view}")
     raw.commit()

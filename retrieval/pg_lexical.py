@@ -41,6 +41,14 @@ POOL = 1000
 # 0.411 against 0.404 on Cranfield dev), each contributing at most PER_TERM candidates.
 MAX_TERMS = 16
 PER_TERM = 250
+# Only terms in at most this share of the listings, or in no more than PER_TERM (a short
+# index lookup), and always the rarest, are read for candidates: a term in most listings
+# ("london" in London's) cost 3.8 ms to look up in the index, and cannot lift a listing
+# that lacks every rarer term into the top k anyway; it still counts in the scores. On
+# Cranfield dev, 0.2 keeps recall@10 at 0.409 (0.1: 0.398, 0.05: 0.377); at 100,000
+# listings the queries that reach this tier take p50 4.0 ms and p99 10.9 ms with it,
+# against p99 19.9 ms reading every term.
+GENERATOR_SHARE = 0.2
 # ts_rank's weights for labels D, C, B, A (description is C, venue and aliases B, title A)
 # and its normalisation 1 (divided by 1 + log(length)), chosen on Cranfield dev:
 # docs/quality.md.
@@ -64,7 +72,10 @@ every_term AS MATERIALIZED (SELECT id, score FROM pool ORDER BY score DESC, id L
 terms AS MATERIALIZED (
     SELECT t.lexeme::tsquery AS tsq,
            ln(1 + (coalesce(s.documents, 1) - coalesce(s.documents_with_term, 1) + 0.5)
-                  / (coalesce(s.documents_with_term, 1) + 0.5)) AS idf
+                  / (coalesce(s.documents_with_term, 1) + 0.5)) AS idf,
+           coalesce(s.documents_with_term
+                        <= greatest({generator_share} * s.documents, {per_term}), true)
+               AS generates
     FROM (SELECT DISTINCT word, quote_literal(word) AS lexeme
           FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS word) AS t
     LEFT JOIN retrieval_term_statistics s ON s.audience = %(audience)s AND s.lexeme = t.word
@@ -72,20 +83,25 @@ terms AS MATERIALIZED (
     LIMIT {max_terms}
 ),
 candidates AS (
-    SELECT DISTINCT found.id FROM terms t CROSS JOIN LATERAL (
-        SELECT l.id FROM ingestion_listing l
+    -- Each candidate's vector comes with it: reading it again by id was 731 index scans.
+    SELECT DISTINCT ON (found.id) found.id, found.search_vector
+    FROM (SELECT tsq FROM terms WHERE generates
+          UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
+    CROSS JOIN LATERAL (
+        SELECT l.id, l.search_vector FROM ingestion_listing l
         WHERE l.search_vector @@ t.tsq AND l.status = 'active' AND l.audience = %(audience)s
         LIMIT {per_term}) AS found
     -- One-time filter: with a full first tier, no term's index is read at all.
     WHERE %(relax)s AND (SELECT count(*) FROM every_term) < %(limit)s
+    ORDER BY found.id
 ),
 some_terms AS (
-    SELECT l.id, (SELECT sum(t.idf * ts_rank('{weights}', l.search_vector, t.tsq,
+    SELECT c.id, (SELECT sum(t.idf * ts_rank('{weights}', c.search_vector, t.tsq,
                                              {normalisation}))
                   FROM terms t) AS score
-    FROM candidates c JOIN ingestion_listing l ON l.id = c.id
+    FROM candidates c
     WHERE NOT EXISTS (SELECT 1 FROM every_term e WHERE e.id = c.id)
-    ORDER BY score DESC, l.id
+    ORDER BY score DESC, c.id
     LIMIT %(limit)s
 )
 SELECT id, score FROM (
@@ -119,6 +135,7 @@ _STATEMENTS = {
         tsquery=tsquery,
         max_terms=MAX_TERMS,
         per_term=PER_TERM,
+        generator_share=GENERATOR_SHARE,
         weights=ANY_TERM_WEIGHTS,
         normalisation=ANY_TERM_NORMALISATION,
     )

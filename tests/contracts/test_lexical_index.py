@@ -23,6 +23,7 @@ from retrieval.deadline import Deadline
 from retrieval.pg import LEXICAL_TAG, connection
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.protocols import LexicalIndex
+from retrieval.query import parse_query
 from retrieval.types import Candidate, Query
 from tests.contracts.stages import (
     FakeStage,
@@ -172,3 +173,69 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
             )
             assert await lexical_search(postgres.index, query, 10, BUDGET_MS) == prepared
         assert prepared  # the second query is answered through spelling correction
+
+
+# The any-term tier: a natural-language question matches no listing on every term.
+
+
+async def make(*titles_and_descriptions: tuple[str, str], audience: str = "public") -> list[int]:
+    made = [
+        await Listing.objects.acreate(title=title, description=text, audience=audience)
+        for title, text in titles_and_descriptions
+    ]
+    await sync_to_async(vocabulary.refresh)()
+    return [listing.pk for listing in made]
+
+
+def question(text: str) -> Query:
+    return parse_query(text, "10")
+
+
+async def test_a_question_no_listing_answers_in_full_finds_the_listings_matching_its_rare_terms(
+    postgres: PostgresLexicalSubject,
+) -> None:
+    common = [("Evening concert", "An evening of music in the hall.") for _ in range(6)]
+    *concerts, organ, both = await make(
+        *common,
+        ("Organ recital", "Bach on the great organ."),
+        ("Organ and choir", "An evening of organ music."),
+    )
+    found = await lexical_search(
+        postgres.index, question("which evening has organ music tonight"), 10, BUDGET_MS
+    )
+    ids = [c.listing_id for c in found]
+    # No listing holds "tonight": every match is partial. The listing with the rare term
+    # and most others comes first, the rare term alone beats the common ones together.
+    assert ids[0] == both
+    assert ids.index(organ) < min(ids.index(c) for c in concerts)
+    assert set(ids) == {*concerts, organ, both}
+
+
+async def test_listings_matching_every_term_rank_before_any_partial_match(
+    postgres: PostgresLexicalSubject,
+) -> None:
+    partial = await make(*[("Jazz organ trio", "Rare jazz organ grooves.")] * 3)
+    (complete,) = await make(("Jazz night", "A jazz quartet at the bar."))
+    found = await lexical_search(postgres.index, question("jazz quartet"), 10, BUDGET_MS)
+    assert found[0].listing_id == complete
+    assert {c.listing_id for c in found[1:]} == set(partial)
+
+
+@pytest.mark.parametrize("text", ['"organ music"', "organ -choir"])
+async def test_a_phrase_or_a_negation_is_never_relaxed_to_any_term(
+    postgres: PostgresLexicalSubject, text: str
+) -> None:
+    await make(("Organ and choir", "Choral evensong with organ."), ("Music night", "Music."))
+    found = await lexical_search(postgres.index, question(text), 10, BUDGET_MS)
+    assert found == []
+
+
+async def test_each_audience_weighs_terms_by_its_own_listings(
+    postgres: PostgresLexicalSubject,
+) -> None:
+    # Publicly "organ" is rare and "evening" common; a judged collection full of organs
+    # must not make "organ" weigh less in a public search.
+    await make(*[("Organ works", "Organ.")] * 8, audience="evaluation")
+    organ, *_ = await make(("Organ recital", "Organ."), *[("Evening walk", "An evening.")] * 5)
+    found = await lexical_search(postgres.index, question("organ evening"), 10, BUDGET_MS)
+    assert found[0].listing_id == organ
