@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from kombu import Queue
 
+from searchsite.env import env_float
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
 
 app = Celery("searchsite")
@@ -20,6 +22,8 @@ app.conf.update(
     task_routes={
         "ingestion.tasks.embed_*": {"queue": "embedding"},
         "retrieval.tasks.*": {"queue": "warming"},
+        # The recall guardrail is measurement: it must never delay ingestion either.
+        "evaluation.tasks.*": {"queue": "warming"},
     },
     # Our tasks are idempotent, so acknowledge after the work: a worker that dies
     # mid-task leaves the message to be redelivered instead of lost.
@@ -43,6 +47,12 @@ app.conf.update(
         # A safety sweep: embedding is normally queued by the poll that changed listings.
         "embed-pending": {"task": "ingestion.tasks.embed_pending", "schedule": 60.0},
         "refresh-vocabulary": {"task": "retrieval.tasks.refresh_vocabulary", "schedule": 300.0},
+        "recall-guardrail": {
+            "task": "evaluation.tasks.recall_guardrail",
+            # Read here, not from Django's settings: this module is imported before the
+            # settings may be evaluated (tests choose their database first).
+            "schedule": env_float("EVALUATION_GUARDRAIL_INTERVAL_S", 900.0),
+        },
     },
 )
 

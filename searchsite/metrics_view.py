@@ -6,10 +6,12 @@ from django.http import HttpRequest, HttpResponse
 from django_prometheus.exports import ExportToDjangoView
 from prometheus_client import CollectorRegistry, generate_latest
 
+from evaluation.guardrail import GuardrailCollector
 from ingestion.state_metrics import IngestionStateCollector
 
 _state = CollectorRegistry(auto_describe=False)
 _state.register(IngestionStateCollector())
+_state.register(GuardrailCollector())
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -195,6 +195,11 @@ SEARCH_CACHE_TTL_S = env_int("SEARCH_CACHE_TTL_S", 24 * 3600)
 # A process writes a key it cached less than this long ago again only after it.
 SEARCH_CACHE_REWRITE_S = env_float("SEARCH_CACHE_REWRITE_S", 60.0)
 SEARCH_WARMING_BUDGET_MS = env_float("SEARCH_WARMING_BUDGET_MS", 5000.0)
+# The recall guardrail (evaluation/guardrail.py): how many judged queries a run, and which
+# evaluation set (blank: the latest imported). How often: EVALUATION_GUARDRAIL_INTERVAL_S,
+# read by searchsite/celery.py's beat schedule (default 900 s).
+EVALUATION_GUARDRAIL_QUERIES = env_int("EVALUATION_GUARDRAIL_QUERIES", 20)
+EVALUATION_GUARDRAIL_SET = env_str("EVALUATION_GUARDRAIL_SET", "")
 VECTOR_BREAKER_WINDOW_S = env_float("VECTOR_BREAKER_WINDOW_S", 30.0)
 VECTOR_BREAKER_MIN_CALLS = env_int("VECTOR_BREAKER_MIN_CALLS", 10)
 VECTOR_BREAKER_FAILURE_RATIO = env_float("VECTOR_BREAKER_FAILURE_RATIO", 0.5)

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluation.models import EvaluationRun, EvaluationSet
-from evaluation.paths import NoEvaluationGenerationError
+from evaluation.paths import ALL_PATHS, NoEvaluationGenerationError
 from evaluation.runs import evaluate
 
 
@@ -72,7 +72,10 @@ class Command(BaseCommand):
             f"recall guardrail on {last.evaluation_set.name} at {last.finished_at:%Y-%m-%d %H:%M}"
             f" UTC: {last.query_count} queries, k={last.k}\n"
         )
-        self.stdout.write(_table("sampled queries", last.figures["paths"]))
+        figures = last.figures["paths"]  # jsonb keeps no key order: the paths' own
+        self.stdout.write(
+            _table("sampled queries", {p: figures[p] for p in ALL_PATHS if p in figures})
+        )
 
 
 def _evaluation_set(name: str) -> EvaluationSet:

@@ -1,0 +1,85 @@
+"""The recall guardrail: a sample of judged queries through the live search paths, now and
+then, so a regression in what a fallback costs shows up on a dashboard rather than at
+the next manual evaluation.
+
+Cheap by construction: at most `EVALUATION_GUARDRAIL_QUERIES` queries a run, three paths
+(the modes a public answer can have: hybrid, lexical_fallback, cache_fallback), on the
+warming queue (never ahead of ingestion), in-process against the live database, outside
+the public retrieval metrics (`retrieval.metrics.uncounted`). Its figures are kept as an
+`EvaluationRun` and exported at scrape time (`GuardrailCollector`), so every process's
+/metrics tells the same latest result and a restart loses nothing.
+"""
+
+import random
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from evaluation.models import EvaluationRun, EvaluationSet
+from evaluation.paths import CACHE_FALLBACK, HYBRID, LEXICAL_FALLBACK
+from evaluation.runs import Report, evaluate
+
+# Path names are the modes they answer in: the gauges' one label, a fixed set.
+MODES = (HYBRID, LEXICAL_FALLBACK, CACHE_FALLBACK)
+K = 10
+
+
+def guarded_set() -> EvaluationSet | None:
+    """The set named by EVALUATION_GUARDRAIL_SET, else the latest imported."""
+    sets = EvaluationSet.objects.all()
+    if settings.EVALUATION_GUARDRAIL_SET:
+        return sets.filter(name=settings.EVALUATION_GUARDRAIL_SET).first()
+    return sets.order_by("-imported_at").first()
+
+
+def run(rng: random.Random | None = None) -> Report | None:
+    """One guardrail run over a sample of the set's judged queries (None: no set)."""
+    evaluation_set = guarded_set()
+    if evaluation_set is None:
+        return None
+    judged = sorted(
+        set(evaluation_set.judgments.filter(relevant=True).values_list("query_id", flat=True))
+    )
+    size = min(settings.EVALUATION_GUARDRAIL_QUERIES, len(judged))
+    # A different sample each run, so over time every judged query is watched.
+    sample = (rng or random.Random()).sample(judged, size)  # noqa: S311 (not a secret)
+    return evaluate(
+        evaluation_set, k=K, query_ids=sample, kind=EvaluationRun.Kind.GUARDRAIL, paths=MODES
+    )
+
+
+class GuardrailCollector(Collector):
+    """The latest guardrail run's recall@10 per mode, how many queries it scored and how
+    old it is; nothing until one has run."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        last = (
+            EvaluationRun.objects.filter(kind=EvaluationRun.Kind.GUARDRAIL)
+            .order_by("-finished_at")
+            .first()
+        )
+        if last is None:
+            return
+        recall = GaugeMetricFamily(
+            "evaluation_guardrail_recall_at_10",
+            "Recall@10 of the latest recall-guardrail run, per search mode",
+            labels=["mode"],
+        )
+        paths = last.figures["paths"]
+        for mode in MODES:
+            if mode in paths:
+                recall.add_metric([mode], paths[mode][f"recall@{K}"])
+        yield recall
+        yield GaugeMetricFamily(
+            "evaluation_guardrail_queries",
+            "Judged queries the latest recall-guardrail run scored",
+            value=last.query_count,
+        )
+        yield GaugeMetricFamily(
+            "evaluation_guardrail_age_seconds",
+            "Seconds since the latest recall-guardrail run finished",
+            value=(timezone.now() - last.finished_at).total_seconds(),
+        )
