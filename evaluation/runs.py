@@ -51,21 +51,44 @@ def evaluate(
     kind: str = EvaluationRun.Kind.EVALUATE,
     paths: Sequence[str] = ALL_PATHS,
 ) -> Report:
-    """Run `paths` over the set's queries (those of `query_ids` when given), score them
-    against its judgments and keep the figures as an `EvaluationRun` of `kind`."""
+    """`assess`, and its figures kept as an `EvaluationRun` of `kind`."""
+    report = assess(evaluation_set, k=k, query_ids=query_ids, paths=paths)
+    EvaluationRun.objects.create(
+        evaluation_set=evaluation_set,
+        kind=kind,
+        finished_at=timezone.now(),
+        k=k,
+        query_count=report.queries,
+        figures=report.as_json(),
+        failures=report.failures,
+    )
+    return report
+
+
+def assess(
+    evaluation_set: EvaluationSet,
+    *,
+    k: int = 10,
+    query_ids: Sequence[str] | None = None,
+    paths: Sequence[str] = ALL_PATHS,
+    search: EvaluationSearch | None = None,
+) -> Report:
+    """Run `paths` over the set's queries (those of `query_ids` when given) and score them
+    against its judgments. `search` (made for `k` when not given) is how a benchmark
+    tries other settings of the paths."""
     queries = dict(evaluation_set.queries.values_list("external_id", "text"))
     if query_ids is not None:
         queries = {qid: queries[qid] for qid in query_ids}
     documents_of = _documents_of(evaluation_set)
-    fresh = _fresh_listings(evaluation_set)
-    runs = run_paths(EvaluationSearch(k=k, fresh=fresh), queries, paths)
+    fresh = fresh_listings(evaluation_set)
+    runs = run_paths(search or EvaluationSearch(k=k, fresh=fresh), queries, paths)
     scored_runs = {
         path: _as_documents(rankings, documents_of) for path, rankings in runs.rankings.items()
     }
     relevant = _relevant(evaluation_set, queries)
     scores = score_paths(relevant, scored_runs, recall_k=k)
     fresh_documents = {doc for listing in fresh for doc in documents_of.get(listing, ())}
-    report = Report(
+    return Report(
         evaluation_set=evaluation_set.name,
         k=k,
         queries=len(queries),
@@ -83,16 +106,16 @@ def evaluate(
         },
         failures=runs.failures,
     )
-    EvaluationRun.objects.create(
-        evaluation_set=evaluation_set,
-        kind=kind,
-        finished_at=timezone.now(),
-        k=k,
-        query_count=report.queries,
-        figures=report.as_json(),
-        failures=report.failures,
-    )
-    return report
+
+
+def fresh_listings(evaluation_set: EvaluationSet) -> frozenset[int]:
+    """The newest tenth of the set's active listings, by when they were first made."""
+    listings = Listing.objects.filter(
+        records__source=evaluation_set.source, status=Listing.Status.ACTIVE
+    ).distinct()
+    newest = math.ceil(listings.count() * FRESH_FRACTION)
+    ids = listings.order_by("-created_at", "-id").values_list("id", flat=True)[:newest]
+    return frozenset(ids)
 
 
 def _documents_of(evaluation_set: EvaluationSet) -> dict[int, list[str]]:
@@ -103,16 +126,6 @@ def _documents_of(evaluation_set: EvaluationSet) -> dict[int, list[str]]:
     for listing_id, external_id in records.order_by("external_id"):
         documents.setdefault(listing_id, []).append(external_id)
     return documents
-
-
-def _fresh_listings(evaluation_set: EvaluationSet) -> frozenset[int]:
-    """The newest tenth of the set's active listings, by when they were first made."""
-    listings = Listing.objects.filter(
-        records__source=evaluation_set.source, status=Listing.Status.ACTIVE
-    ).distinct()
-    newest = math.ceil(listings.count() * FRESH_FRACTION)
-    ids = listings.order_by("-created_at", "-id").values_list("id", flat=True)[:newest]
-    return frozenset(ids)
 
 
 def _as_documents(rankings: Mapping[str, list[int]], documents_of: Mapping[int, list[str]]) -> Run:

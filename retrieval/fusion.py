@@ -2,8 +2,9 @@
 
 Invariant: the fused ranking depends only on what each stage ranked where, never on the order
 the stages are given in nor on float rounding, and it returns only ids some stage found.
-score(id) = sum over the stages that found it of 1 / (k + rank), with rank counted from 1
-after dropping an id's repeats within a stage; equal scores go to the smaller listing id."""
+score(id) = sum over the stages that found it of w / (k + rank), w the stage's weight (1
+unless given), with rank counted from 1 after dropping an id's repeats within a stage;
+equal scores go to the smaller listing id."""
 
 import math
 from collections.abc import Mapping, Sequence
@@ -11,18 +12,28 @@ from functools import lru_cache
 
 
 def reciprocal_rank_fusion(
-    rankings: Mapping[str, Sequence[int]], *, k: int = 60, limit: int
+    rankings: Mapping[str, Sequence[int]],
+    *,
+    k: int = 60,
+    limit: int,
+    weights: Mapping[str, int] | None = None,
 ) -> tuple[list[int], dict[int, set[str]]]:
-    """The fused ids, best first and at most `limit`, and the stages that found each."""
+    """The fused ids, best first and at most `limit`, and the stages that found each.
+    `weights` multiply a stage's terms (whole numbers, so scores stay exact; 1 for a stage
+    not named)."""
     if k < 0 or limit < 0:
         raise ValueError("k and limit must not be negative")
+    weight = weights or {}
+    if any(w < 0 for w in weight.values()):
+        raise ValueError("weights must not be negative")
     deduplicated = {stage: list(dict.fromkeys(ids)) for stage, ids in rankings.items()}
     denominator = _common_denominator(k, max(map(len, deduplicated.values()), default=0))
     scores: dict[int, int] = {}
     found_by: dict[int, set[str]] = {}
     for stage, ids in deduplicated.items():
         for rank, listing_id in enumerate(ids, start=1):
-            scores[listing_id] = scores.get(listing_id, 0) + denominator // (k + rank)
+            term = weight.get(stage, 1) * (denominator // (k + rank))
+            scores[listing_id] = scores.get(listing_id, 0) + term
             found_by.setdefault(listing_id, set()).add(stage)
     fused = sorted(scores, key=lambda listing_id: (-scores[listing_id], listing_id))[:limit]
     return fused, {listing_id: found_by[listing_id] for listing_id in fused}

@@ -46,8 +46,13 @@ from retrieval.types import (
     StageTimings,
 )
 
-# How many candidates each branch contributes to fusion, per result asked for.
+# How many candidates each branch contributes to fusion, per result asked for, and the
+# fusion's constant (reciprocal rank fusion's k): both chosen on judged queries,
+# docs/quality.md.
 CANDIDATES_PER_RESULT = 3
+FUSION_K = 60
+# Each stage's weight in fusion (1 for a stage not named: the cache's ranking).
+FUSION_WEIGHTS = {"lexical": 1, "vector": 1}
 
 
 @dataclass
@@ -324,4 +329,6 @@ async def _fallback(
 def _fuse(rankings: dict[str, list[int]]) -> tuple[list[int], dict[int, set[str]]]:
     """Every candidate, fused: hydration shows the first k that can still be shown, so a
     listing withdrawn since a stage (or the cache) saw it never leaves a slot empty."""
-    return reciprocal_rank_fusion(rankings, limit=sum(map(len, rankings.values())))
+    return reciprocal_rank_fusion(
+        rankings, k=FUSION_K, limit=sum(map(len, rankings.values())), weights=FUSION_WEIGHTS
+    )
