@@ -4,7 +4,8 @@ the evaluation set.
 
 Invariants a change must keep:
 - the documents only ever enter through `ingest_payload` of a source whose audience is
-  EVALUATION (refused otherwise), so a public search can never find them and a
+  the set's own (refused otherwise), so a public search can never find them, nor an
+  evaluation of another set, and a
   search path is measured on the code that serves the public;
 - re-importing the same files changes nothing: records come back unchanged (content
   hashes), no listing is made, and the queries and judgments are the same;
@@ -70,7 +71,7 @@ def import_collection(
     set_name = name or path.resolve().name
     collection = read_collection(path, queries=queries, qrels=qrels, qids=qids)
     source = _evaluation_source(set_name)
-    generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, Audience.EVALUATION)
+    generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, source.audience)
     documents = _ingest_documents(source, collection.documents, chunk_size, progress)
     embedded = _embed_inline(generation.pk, progress)
     # The set's term statistics, for the lexical stage to weigh its terms by now rather
@@ -92,12 +93,13 @@ def _evaluation_source(set_name: str) -> Source:
         name=f"evaluation: {set_name}",
         defaults={
             "kind": Source.Kind.EDITORIAL,
-            "audience": Audience.EVALUATION,
+            "audience": Audience.of_evaluation_set(set_name),
             "url": "",
             "active": False,  # nothing to poll: the poller must never pick it up
         },
     )
-    if source.audience != Audience.EVALUATION or source.kind != Source.Kind.EDITORIAL:
+    expected = Audience.of_evaluation_set(set_name)
+    if source.audience != expected or source.kind != Source.Kind.EDITORIAL:
         # Importing into it would publish the judged documents to every public search.
         raise CollectionError(f"source {source.name!r} exists and is not an evaluation source")
     return source

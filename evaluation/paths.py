@@ -1,6 +1,6 @@
 """The search paths an evaluation scores, each run through the code that serves the public
 (`retrieval.hybrid.hybrid_search`, the Postgres stages, hydration), pointed at the
-evaluation audience and its own generation.
+evaluation set's own audience and generation.
 
 A path is made by what its dependencies do, never by a re-implementation of the fallback
 logic, so a change to how the system degrades changes what is measured:
@@ -27,7 +27,6 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from ingestion.models import Audience
 from retrieval import metrics
 from retrieval.admission import AdmissionLimit
 from retrieval.cache import cache_key
@@ -75,8 +74,10 @@ UNBOUNDED = BudgetPolicy(
     vector_budget_ms=10_000.0,
     min_vector_ms=1.0,
 )
-# Judged queries are longer than the public form allows (Cranfield's run to 249 chars).
-MAX_QUERY_CHARS = 1000
+# Judged queries are longer than the public form allows: Cranfield's run to 249
+# characters, CISI's to 1,098 (a paragraph). The lexical stage reads at most its 16
+# rarest terms and the model its first 256 tokens, so none is cut here.
+MAX_QUERY_CHARS = 2000
 
 
 class NoEvaluationGenerationError(RuntimeError):
@@ -133,15 +134,16 @@ class PathRuns:
 class EvaluationSearch:
     """The paths, for one evaluation generation. `policy` bounds the composed paths."""
 
+    audience: str  # the evaluation set's (ingestion.models.Audience)
     k: int
     fresh: frozenset[int]  # listing ids the simulated cache never saw
     policy: BudgetPolicy = UNBOUNDED
-    lexical: PgLexicalIndex = field(default_factory=lambda: PgLexicalIndex(Audience.EVALUATION))
     vector: PgVectorIndex = field(default_factory=PgVectorIndex)
     embedder: OnnxQueryEmbedder = field(default_factory=OnnxQueryEmbedder)
-    generations: GenerationLookup = field(
-        default_factory=lambda: GenerationLookup(Audience.EVALUATION)
-    )
+
+    def __post_init__(self) -> None:
+        self.lexical = PgLexicalIndex(self.audience)
+        self.generations = GenerationLookup(self.audience)
 
     async def run(self, queries: Mapping[str, str], paths: Iterable[str] = ALL_PATHS) -> PathRuns:
         wanted = tuple(paths)
@@ -230,7 +232,7 @@ class EvaluationSearch:
         return await self._shown(ranking, query, deadline)
 
     async def _shown(self, ids: Sequence[int], query: Query, deadline: SearchDeadline) -> list[int]:
-        shown = await hydrate(list(ids), query.text, query.k, deadline.end, Audience.EVALUATION)
+        shown = await hydrate(list(ids), query.text, query.k, deadline.end, self.audience)
         return [view.id for view in shown]
 
     def _deadline(self) -> SearchDeadline:

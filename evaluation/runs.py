@@ -81,7 +81,8 @@ def assess(
         queries = {qid: queries[qid] for qid in query_ids}
     documents_of = _documents_of(evaluation_set)
     fresh = fresh_listings(evaluation_set)
-    runs = run_paths(search or EvaluationSearch(k=k, fresh=fresh), queries, paths)
+    search = search or EvaluationSearch(audience=evaluation_set.source.audience, k=k, fresh=fresh)
+    runs = run_paths(search, queries, paths)
     scored_runs = {
         path: _as_documents(rankings, documents_of) for path, rankings in runs.rankings.items()
     }

@@ -30,7 +30,7 @@ def hnsw_index_name(generation: IndexGeneration) -> str:
 
 
 def create_generation(
-    embedding_model: str, dimensions: int, audience: Audience = Audience.PUBLIC
+    embedding_model: str, dimensions: int, audience: str = Audience.PUBLIC
 ) -> IndexGeneration:
     generation = IndexGeneration.objects.create(
         embedding_model=embedding_model,
@@ -66,14 +66,14 @@ def activate(generation: IndexGeneration) -> None:
     generation.save(update_fields=["state", "activated_at"])
 
 
-def active_generation(audience: Audience = Audience.PUBLIC) -> IndexGeneration | None:
+def active_generation(audience: str = Audience.PUBLIC) -> IndexGeneration | None:
     return IndexGeneration.objects.filter(
         state=IndexGeneration.State.ACTIVE, audience=audience
     ).first()
 
 
 def ensure_active_generation(
-    embedding_model: str, dimensions: int, audience: Audience = Audience.PUBLIC
+    embedding_model: str, dimensions: int, audience: str = Audience.PUBLIC
 ) -> IndexGeneration:
     """The audience's active generation, creating and activating a first one on a fresh
     install (or a judged collection's first import)."""

@@ -1,6 +1,8 @@
 """The write side's schema: sources, their records, canonical listings, index generations
 and listing embeddings."""
 
+from typing import Final
+
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
@@ -15,15 +17,36 @@ from pgvector.django import VectorField
 SEARCH_CONFIG = "english"
 
 
-class Audience(models.TextChoices):
-    """Who may find a listing. Evaluation listings (judged collections, issue 10) come in
-    through the real ingestion path but never reach a public search: the public stages,
-    hydration and the spelling vocabulary read public listings only, and their vectors
-    live in a generation of their own, so the public HNSW index never holds them.
+class Audience:
+    """Who may find a listing: the public, or one judged collection's own audience
+    (`Audience.of_evaluation_set`). Evaluation listings (issue 10) come in through the
+    real ingestion path but never reach a public search: the public stages, hydration and
+    the spelling vocabulary read public listings only, and each audience's vectors live in
+    a generation of its own, so the public HNSW index never holds them. One audience per
+    judged collection, not one for them all: a collection is scored on its own documents
+    and term statistics, as its judgments assume, whatever else has been imported.
     A source's audience is its listings', fixed when they are made."""
 
-    PUBLIC = "public"
-    EVALUATION = "evaluation"
+    PUBLIC: Final = "public"
+    _EVALUATION_PREFIX: Final = "evaluation:"
+
+    @staticmethod
+    def of_evaluation_set(name: str) -> str:
+        return Audience._EVALUATION_PREFIX + name
+
+    @staticmethod
+    def is_evaluation(audience: str) -> bool:
+        return audience.startswith(Audience._EVALUATION_PREFIX)
+
+
+# "evaluation:" and an evaluation set's name (evaluation.models.EvaluationSet.name).
+AUDIENCE_MAX_LENGTH = 220
+
+
+def _audience_field() -> models.CharField[str, str]:
+    # Not editable: an editor changing a source's audience would hide its listings from
+    # the public, or publish a judged collection.
+    return models.CharField(max_length=AUDIENCE_MAX_LENGTH, default=Audience.PUBLIC, editable=False)
 
 
 class Source(models.Model):
@@ -34,7 +57,7 @@ class Source(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    audience = models.CharField(max_length=16, choices=Audience.choices, default=Audience.PUBLIC)
+    audience = _audience_field()
     url = models.CharField(max_length=2000, blank=True, help_text="http(s) URL or local file path")
     active = models.BooleanField(default=True)
     poll_interval_s = models.PositiveIntegerField(default=900)
@@ -72,9 +95,7 @@ class Listing(models.Model):
     all_day = models.BooleanField(default=False)
     url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
-    audience = models.CharField(
-        max_length=16, choices=Audience.choices, default=Audience.PUBLIC, editable=False
-    )
+    audience = _audience_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Bumped whenever the embedded text changes; an embedding of an older version is stale.
@@ -162,9 +183,7 @@ class IndexGeneration(models.Model):
     text_pipeline_version = models.PositiveSmallIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
     # The listings it embeds: public ones, or a judged collection's (Audience).
-    audience = models.CharField(
-        max_length=16, choices=Audience.choices, default=Audience.PUBLIC, editable=False
-    )
+    audience = _audience_field()
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)

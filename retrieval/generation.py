@@ -27,7 +27,7 @@ class ActiveGeneration:
 
 class GenerationLookup:
     def __init__(
-        self, audience: Audience = Audience.PUBLIC, clock: Callable[[], float] = time.monotonic
+        self, audience: str = Audience.PUBLIC, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._audience = audience
         self._clock = clock
@@ -63,7 +63,7 @@ class GenerationLookup:
             GENERATION_TAG,
             "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
             " WHERE state = 'active' AND audience = %(audience)s",
-            {"audience": self._audience.value},
+            {"audience": self._audience},
             deadline,
         )
         self._value = ActiveGeneration(*rows[0]) if rows else None

@@ -49,7 +49,7 @@ async def hydrate(
     text: str,
     k: int,
     deadline: Deadline,
-    audience: Audience = Audience.PUBLIC,
+    audience: str = Audience.PUBLIC,
 ) -> list[ListingView]:
     """The first `k` showable listings of `ids` (active, of `audience`), best first.
     StageTimeoutError when the deadline passes first."""
@@ -58,7 +58,7 @@ async def hydrate(
     rows = await fetch_with_local_settings(
         LISTINGS_TAG,
         _LISTINGS,
-        {"ids": ids, "text": text, "k": k, "audience": audience.value},
+        {"ids": ids, "text": text, "k": k, "audience": audience},
         deadline,
     )
     return [

@@ -159,7 +159,7 @@ WHERE best.word <> t.term
 
 
 class PgLexicalIndex:
-    def __init__(self, audience: Audience = Audience.PUBLIC) -> None:
+    def __init__(self, audience: str = Audience.PUBLIC) -> None:
         self.audience = audience
 
     async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
@@ -187,7 +187,7 @@ class PgLexicalIndex:
                 "text": text,
                 "pool": POOL,
                 "limit": limit,
-                "audience": self.audience.value,
+                "audience": self.audience,
                 "relax": relax,
             },
             deadline,

@@ -21,6 +21,8 @@ from retrieval.query import parse_query
 from tests.factories import draft
 from tests.search_fixtures import index_listings, search_json
 
+JUDGED = Audience.of_evaluation_set("judged")
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 JUDGED_TITLE = "Aeroelastic models of heated high speed aircraft"
@@ -31,7 +33,7 @@ def _evaluation_source() -> Source:
         name="evaluation: cranfield",
         kind=Source.Kind.EDITORIAL,
         url="",
-        audience=Audience.EVALUATION,
+        audience=JUDGED,
     )
 
 
@@ -51,9 +53,7 @@ def _public_and_judged() -> tuple[Listing, IndexGeneration, IndexGeneration]:
     audience's generation, and the vocabulary refreshed."""
     index_listings()
     public = generations.active_generation()
-    judged_generation = generations.ensure_active_generation(
-        MODEL_NAME, DIMENSIONS, Audience.EVALUATION
-    )
+    judged_generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, JUDGED)
     judged = _ingest(_evaluation_source(), "1", JUDGED_TITLE)
     while embed_pending_batch():
         pass
@@ -65,7 +65,7 @@ def _public_and_judged() -> tuple[Listing, IndexGeneration, IndexGeneration]:
 
 async def test_a_public_search_never_returns_a_judged_document(async_client: AsyncClient) -> None:
     judged, _, _ = await _public_and_judged()
-    assert judged.audience == Audience.EVALUATION  # from its source, through the real path
+    assert judged.audience == JUDGED  # from its source, through the real path
     for q in (JUDGED_TITLE, "aeroelastic aircraft", "how do heated aircraft models behave"):
         body = await search_json(async_client, q=q, timeout_ms="1000")
         assert body["mode"] == "hybrid", body  # both stages answered, and neither had it
@@ -114,6 +114,6 @@ def test_deduplication_never_merges_across_audiences() -> None:
     first = _ingest(public, "p1", "Organ recital")
     judged = _ingest(_evaluation_source(), "e1", "Organ recital")
     assert judged.pk != first.pk
-    assert (first.audience, judged.audience) == (Audience.PUBLIC, Audience.EVALUATION)
+    assert (first.audience, judged.audience) == (Audience.PUBLIC, JUDGED)
     second_public = Source.objects.create(name="Other desk", kind=Source.Kind.EDITORIAL, url="")
     assert _ingest(second_public, "p2", "Organ recital").pk == first.pk  # as before, in one

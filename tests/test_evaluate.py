@@ -169,3 +169,26 @@ def test_a_guardrail_samples_at_most_its_configured_queries(
     assert report is not None
     assert report.queries == 2
     assert EvaluationRun.objects.get().query_count == 2
+
+
+def test_a_set_is_scored_on_its_own_documents_whatever_else_is_imported(
+    collection: EvaluationSet, tmp_path: Path
+) -> None:
+    alone = evaluate(collection, k=3)
+    # A second collection holding the same documents under other ids: in a shared
+    # audience they would be merged with these, or outrank them, and score as misses.
+    folder = tmp_path / "twin"
+    write(
+        folder,
+        "corpus.jsonl",
+        "".join(
+            json.dumps({"_id": f"twin-{i}", "title": title, "text": text}) + "\n"
+            for i, title, text in DOCUMENTS
+        ),
+    )
+    write(folder, "queries.jsonl", json.dumps({"_id": "t1", "text": "canal"}) + "\n")
+    write(folder, "qrels/test.tsv", "query-id\tcorpus-id\tscore\nt1\ttwin-d1\t1\n")
+    twin = import_collection(folder, progress=False).evaluation_set
+
+    assert twin.source.audience != collection.source.audience
+    assert evaluate(collection, k=3).paths == alone.paths

@@ -54,8 +54,10 @@ def test_it_imports_a_cranfield_collection(tmp_path: Path) -> None:
     listings = listings_of("cran")
     assert sorted(listings) == ["1", "3"]
     assert listings["1"].title == "tidal flow past a quay wall ."
-    assert {listing.audience for listing in listings.values()} == {Audience.EVALUATION}
-    judged_generation = generations.active_generation(Audience.EVALUATION)
+    assert {listing.audience for listing in listings.values()} == {
+        Audience.of_evaluation_set("cran")
+    }
+    judged_generation = generations.active_generation(Audience.of_evaluation_set("cran"))
     assert judged_generation is not None
     assert embedded_in({listing.pk for listing in listings.values()}) == {judged_generation.pk}
     assert ListingEmbedding.objects.filter(generation=judged_generation).count() == 2
@@ -79,7 +81,9 @@ def test_the_command_imports_a_beir_collection_under_its_name(tmp_path: Path) ->
     listings = listings_of("mine")
     assert sorted(listings) == ["3", "d1", "d2"]
     assert listings["d2"].title == "No title here."  # a title from the text, not quarantined
-    assert {listing.audience for listing in listings.values()} == {Audience.EVALUATION}
+    assert {listing.audience for listing in listings.values()} == {
+        Audience.of_evaluation_set("mine")
+    }
     assert stored("mine") == (
         [("q1", "walks by water"), ("q2", "untitled"), ("q3", "never judged")],
         {("q1", "d1", True), ("q1", "d2", False), ("q2", "3", True), ("q2", "d1", True)},

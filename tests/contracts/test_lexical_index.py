@@ -17,7 +17,7 @@ from typing import Protocol
 import pytest
 from asgiref.sync import sync_to_async
 
-from ingestion.models import Listing
+from ingestion.models import Audience, Listing
 from retrieval import pg_lexical, vocabulary
 from retrieval.deadline import Deadline
 from retrieval.pg import LEXICAL_TAG, connection
@@ -235,7 +235,7 @@ async def test_each_audience_weighs_terms_by_its_own_listings(
 ) -> None:
     # Publicly "organ" is rare and "evening" common; a judged collection full of organs
     # must not make "organ" weigh less in a public search.
-    await make(*[("Organ works", "Organ.")] * 8, audience="evaluation")
+    await make(*[("Organ works", "Organ.")] * 8, audience=Audience.of_evaluation_set("organs"))
     organ, *_ = await make(("Organ recital", "Organ."), *[("Evening walk", "An evening.")] * 5)
     found = await lexical_search(postgres.index, question("organ evening"), 10, BUDGET_MS)
     assert found[0].listing_id == organ
