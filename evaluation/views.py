@@ -1,0 +1,170 @@
+"""GET /api/evaluation/search: the public search's own code over an evaluation set's
+listings, with budgets the caller chooses, for the budget sweep (evaluation/sweep.py) to
+drive over HTTP, at the concurrency and under the ingestion load it wants to measure.
+
+Invariants a change must keep:
+- only a bearer token of an evaluation set's own source opens it (401 otherwise, as the
+  editorial API says it): it searches, and shows, that audience's listings only, so it
+  can never serve as a second, unbudgeted public search;
+- nothing it does moves the public retrieval metrics (the search runs `uncounted()`, and
+  the view counts nothing itself), and its vector breaker is its own, on its own Redis
+  key: a sweep at budgets too small to succeed must not open the public breaker, nor
+  set the public breaker's gauge;
+- what it shares with the public search it shares for real, since contention is what
+  a sweep measures: the process's admission limit, the query embedder, the Postgres
+  stages and pool, the result cache (whose keys name the generation, so the evaluation
+  generation's entries never meet the public one's). It never warms the cache: warming
+  runs public searches.
+"""
+
+from dataclasses import replace
+from functools import cache
+
+from asgiref.sync import sync_to_async
+from django import forms
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from evaluation.models import EvaluationSet
+from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED
+from ingestion.models import Audience, SourceRecord
+from ingestion.tokens import source_for_token
+from resilience.breaker import policy_from_settings
+from resilience.redis_clients import breaker_redis_client
+from resilience.shared_breaker import SharedBreaker
+from retrieval import metrics
+from retrieval.breaker_gate import BreakerGate
+from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
+from retrieval.generation import GenerationLookup
+from retrieval.hybrid import Dependencies, NoAnswerError
+from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.query import BadQueryError, parse_query
+from retrieval.service import budget_policy, dependencies, searchable_generation
+from retrieval.types import Query
+from retrieval.views import answer, outcome_json, timings_json, unavailable
+
+# The longest deadline or vector budget a caller may ask for: the unbounded policy's
+# deadline, which `evaluate` and the sweep's reference run use.
+MAX_OVERRIDE_MS = UNBOUNDED.objective_ms
+# Under the pattern the tests (and operators) clear with the public breaker's key.
+BREAKER_KEY = "searchsite:breaker:evaluation-vector"
+
+_generations = GenerationLookup(Audience.EVALUATION)
+
+
+class _Budgets(forms.Form):
+    """The budget overrides; blank or absent keeps the configured policy's value."""
+
+    vector_budget_ms = forms.FloatField(required=False, min_value=0, max_value=MAX_OVERRIDE_MS)
+    deadline_ms = forms.FloatField(required=False, min_value=0, max_value=MAX_OVERRIDE_MS)
+
+
+class _UnreportedGate(BreakerGate):
+    """The public gate without its gauge: `retrieval_vector_breaker_open` is the public
+    breaker's state, and this breaker's opening must not show there."""
+
+    def allow(self) -> bool:
+        return self.breaker.allow(reconnect=False)
+
+
+@cache
+def vector_gate() -> BreakerGate:
+    client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
+    policy = policy_from_settings("VECTOR_BREAKER")
+    return _UnreportedGate(SharedBreaker(client, BREAKER_KEY, policy))
+
+
+def forget_wiring() -> None:
+    """Drop this process's evaluation breaker and generation (between tests)."""
+    if vector_gate.cache_info().currsize:
+        vector_gate().close()
+    vector_gate.cache_clear()
+    _generations.forget()
+
+
+async def _evaluation_generation(deadline: Deadline) -> int | None:
+    return await searchable_generation(_generations, deadline)
+
+
+async def _no_warming(key: str, query: Query) -> None:
+    pass
+
+
+def _dependencies() -> Dependencies:
+    """The public wiring, pointed at the evaluation audience. Made per request from
+    `dependencies()`, so it is always the process's current admission limit."""
+    return replace(
+        dependencies(),
+        lexical=PgLexicalIndex(Audience.EVALUATION),
+        active_generation=_evaluation_generation,
+        breaker=vector_gate(),
+        warm=_no_warming,
+    )
+
+
+async def _evaluation_set(request: HttpRequest) -> EvaluationSet | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    source = await sync_to_async(source_for_token)(token.strip())
+    if source is None:
+        return None
+    return await EvaluationSet.objects.filter(source=source).afirst()
+
+
+def _budgets(request: HttpRequest) -> SearchDeadline:
+    form = _Budgets(request.GET)
+    if not form.is_valid():
+        name, errors = next(iter(form.errors.items()))
+        raise BadQueryError(f"{name}: {' '.join(map(str, errors))}")
+    overrides = {name: value for name, value in form.cleaned_data.items() if value is not None}
+    policy = budget_policy()
+    policy = replace(
+        policy,
+        objective_ms=overrides.get("deadline_ms", policy.objective_ms),
+        vector_budget_ms=overrides.get("vector_budget_ms", policy.vector_budget_ms),
+    )
+    return SearchDeadline.start(plan_budgets(policy, caller_timeout_ms=None))
+
+
+async def _documents(evaluation_set: EvaluationSet, listing_ids: list[int]) -> list[str]:
+    """The set's documents the listings stand for, in the listings' order (a listing
+    several documents were merged into stands for all of them, in document-id order)."""
+    records = SourceRecord.objects.filter(
+        source_id=evaluation_set.source_id, listing_id__in=listing_ids
+    ).order_by("external_id")
+    of: dict[int, list[str]] = {}
+    async for listing_id, external_id in records.values_list("listing_id", "external_id"):
+        of.setdefault(listing_id, []).append(external_id)
+    return [document for listing_id in listing_ids for document in of.get(listing_id, ())]
+
+
+@require_GET
+async def search(request: HttpRequest) -> JsonResponse:
+    evaluation_set = await _evaluation_set(request)
+    if evaluation_set is None:
+        response = JsonResponse({"error": "a valid bearer token is required"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="evaluation"'
+        return response
+    try:
+        query = parse_query(
+            request.GET.get("q"),
+            request.GET.get("k"),
+            max_chars=MAX_QUERY_CHARS,
+            max_k=settings.SEARCH_MAX_K,
+        )
+        deadline = _budgets(request)
+    except BadQueryError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    with metrics.uncounted():
+        try:
+            outcome, listings = await answer(query, deadline, _dependencies(), Audience.EVALUATION)
+        except NoAnswerError as exc:
+            return unavailable(
+                list(exc.reasons), 503, "no search stage answered within the deadline"
+            )
+    body = outcome_json(outcome, listings)
+    body["documents"] = await _documents(evaluation_set, [view.id for view in listings])
+    body["timings_ms"] = timings_json(outcome)
+    return JsonResponse(body)
