@@ -17,19 +17,19 @@ Invariants a change must keep:
   runs public searches.
 """
 
+import hashlib
 from dataclasses import replace
 from functools import cache
 
-from asgiref.sync import sync_to_async
+import psycopg
 from django import forms
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
+from psycopg_pool import PoolTimeout
 
-from evaluation.models import EvaluationSet
 from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED
-from ingestion.models import Audience, SourceRecord
-from ingestion.tokens import source_for_token
+from ingestion.models import Audience
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
@@ -38,10 +38,11 @@ from retrieval.breaker_gate import BreakerGate
 from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies, NoAnswerError
+from retrieval.pg import fetch_with_local_settings
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies, searchable_generation
-from retrieval.types import Query
+from retrieval.types import Query, Reason, StageTimeoutError
 from retrieval.views import answer, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's
@@ -49,6 +50,23 @@ from retrieval.views import answer, outcome_json, timings_json, unavailable
 MAX_OVERRIDE_MS = UNBOUNDED.objective_ms
 # Under the pattern the tests (and operators) clear with the public breaker's key.
 BREAKER_KEY = "searchsite:breaker:evaluation-vector"
+
+# Every statement of this API opens with it (retrieval.pg.fetch_with_local_settings).
+EVALUATION_TAG = "searchsite:evaluation"
+# The token and the documents are read through the search's own pool, not the ORM: under
+# ASGI each request's ORM work runs in a thread of its own, whose persistent connection
+# outlived it (a sweep at concurrency 4 ran Postgres out of connections that way).
+LOOKUP_MS = 1000
+_SET_SOURCE_BY_DIGEST = """
+SELECT e.source_id FROM ingestion_apitoken t
+JOIN evaluation_evaluationset e ON e.source_id = t.source_id
+WHERE t.token_hash = %(digest)s AND NOT t.revoked
+"""
+_DOCUMENTS = """
+SELECT listing_id, external_id FROM ingestion_sourcerecord
+WHERE source_id = %(source)s AND listing_id = ANY(%(ids)s::bigint[])
+ORDER BY external_id
+"""
 
 _generations = GenerationLookup(Audience.EVALUATION)
 
@@ -103,14 +121,17 @@ def _dependencies() -> Dependencies:
     )
 
 
-async def _evaluation_set(request: HttpRequest) -> EvaluationSet | None:
+async def _evaluation_source(request: HttpRequest) -> int | None:
+    """The id of the evaluation set's source the bearer token belongs to, if it does."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
-    source = await sync_to_async(source_for_token)(token.strip())
-    if source is None:
-        return None
-    return await EvaluationSet.objects.filter(source=source).afirst()
+    # The digest ApiToken keeps (ingestion.tokens), never the token itself.
+    digest = hashlib.sha256(token.strip().encode()).hexdigest()
+    rows = await fetch_with_local_settings(
+        EVALUATION_TAG, _SET_SOURCE_BY_DIGEST, {"digest": digest}, Deadline.after(LOOKUP_MS)
+    )
+    return int(rows[0][0]) if rows else None
 
 
 def _budgets(request: HttpRequest) -> SearchDeadline:
@@ -128,43 +149,49 @@ def _budgets(request: HttpRequest) -> SearchDeadline:
     return SearchDeadline.start(plan_budgets(policy, caller_timeout_ms=None))
 
 
-async def _documents(evaluation_set: EvaluationSet, listing_ids: list[int]) -> list[str]:
+async def _documents(source_id: int, listing_ids: list[int]) -> list[str]:
     """The set's documents the listings stand for, in the listings' order (a listing
     several documents were merged into stands for all of them, in document-id order)."""
-    records = SourceRecord.objects.filter(
-        source_id=evaluation_set.source_id, listing_id__in=listing_ids
-    ).order_by("external_id")
+    if not listing_ids:
+        return []
+    rows = await fetch_with_local_settings(
+        EVALUATION_TAG,
+        _DOCUMENTS,
+        {"source": source_id, "ids": listing_ids},
+        Deadline.after(LOOKUP_MS),
+    )
     of: dict[int, list[str]] = {}
-    async for listing_id, external_id in records.values_list("listing_id", "external_id"):
+    for listing_id, external_id in rows:
         of.setdefault(listing_id, []).append(external_id)
     return [document for listing_id in listing_ids for document in of.get(listing_id, ())]
 
 
 @require_GET
 async def search(request: HttpRequest) -> JsonResponse:
-    evaluation_set = await _evaluation_set(request)
-    if evaluation_set is None:
-        response = JsonResponse({"error": "a valid bearer token is required"}, status=401)
-        response["WWW-Authenticate"] = 'Bearer realm="evaluation"'
-        return response
     try:
-        query = parse_query(
-            request.GET.get("q"),
-            request.GET.get("k"),
-            max_chars=MAX_QUERY_CHARS,
-            max_k=settings.SEARCH_MAX_K,
-        )
-        deadline = _budgets(request)
-    except BadQueryError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    with metrics.uncounted():
+        source_id = await _evaluation_source(request)
+        if source_id is None:
+            response = JsonResponse({"error": "a valid bearer token is required"}, status=401)
+            response["WWW-Authenticate"] = 'Bearer realm="evaluation"'
+            return response
         try:
-            outcome, listings = await answer(query, deadline, _dependencies(), Audience.EVALUATION)
-        except NoAnswerError as exc:
-            return unavailable(
-                list(exc.reasons), 503, "no search stage answered within the deadline"
+            query = parse_query(
+                request.GET.get("q"),
+                request.GET.get("k"),
+                max_chars=MAX_QUERY_CHARS,
+                max_k=settings.SEARCH_MAX_K,
             )
-    body = outcome_json(outcome, listings)
-    body["documents"] = await _documents(evaluation_set, [view.id for view in listings])
+            deadline = _budgets(request)
+        except BadQueryError as exc:
+            return JsonResponse({"error": str(exc)}, status=400)
+        with metrics.uncounted():
+            outcome, listings = await answer(query, deadline, _dependencies(), Audience.EVALUATION)
+        body = outcome_json(outcome, listings)
+        body["documents"] = await _documents(source_id, [view.id for view in listings])
+    except NoAnswerError as exc:
+        return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
+    except (StageTimeoutError, PoolTimeout, psycopg.Error, OSError):
+        # The token or the documents could not be read: no answer, said as such.
+        return unavailable([Reason.DATABASE_ERROR], 503, "the evaluation set could not be read")
     body["timings_ms"] = timings_json(outcome)
     return JsonResponse(body)

@@ -18,7 +18,7 @@ from evaluation.models import EvaluationSet
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
-from ingestion.models import Audience, Listing, Source
+from ingestion.models import ApiToken, Audience, Listing, Source
 from ingestion.tokens import create_token
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
@@ -109,7 +109,14 @@ async def test_it_requires_a_token_of_an_evaluation_sets_source(
     )
     public_token = await sync_to_async(create_token)("desk", public)
     stream_token = await sync_to_async(create_token)("stream", stream)
-    for token in (None, "not-a-token", public_token, stream_token):
+    set_source = await Source.objects.aget(name="evaluation: tiny")
+    revoked = await sync_to_async(create_token)("revoked", set_source)
+    await ApiToken.objects.filter(name="revoked").aupdate(revoked=True)
+    good, _ = judged
+    for wrong in ("Basic " + good, good):  # another scheme; no scheme at all
+        response = await async_client.get(URL, {"q": "aircraft"}, headers={"Authorization": wrong})
+        assert response.status_code == 401
+    for token in (None, "not-a-token", public_token, stream_token, revoked):
         status, body = await _search(async_client, token, q="aircraft", **AMPLE)
         assert status == 401, (token, body)
         assert "documents" not in body
