@@ -2,12 +2,12 @@
 
 An evaluation set's judged queries go to GET /api/evaluation/search of a web process on
 this machine, first unbounded (the reference recall), then at each vector budget, each
-pass over the queries by `concurrency` clients at once. Optionally, while the budgets run,
-an ingest stream posts editorial records at a fixed rate to the same system's
-/api/editorial/records, as a source of the evaluation audience made for the run: its
-listings are upserted by the API and embedded by the real workers into the evaluation
-generation, so they move the HNSW index the sweep searches (the point), and never reach
-a public search.
+pass over the queries by `concurrency` clients at once. Optionally an ingest stream posts
+editorial records at a fixed rate to the same system's /api/editorial/records, from the
+reference run on (so the budgets are compared with a reference measured under the same
+load), as a source of the evaluation audience made for the run: its listings are
+upserted by the API and embedded by the real workers into the evaluation generation, so
+they move the HNSW index the sweep searches (the point), and never reach a public search.
 
 The reference run is preceded by one unscored pass, so that its latency, which every
 budget's is compared with, does not include the server warming up.
@@ -102,7 +102,7 @@ class SweepOptions:
 @dataclass
 class IngestFigures:
     rate_asked: float
-    posted: int = 0  # records sent
+    posted: int = 0  # records sent (the end of the run may cut the last post short)
     accepted: int = 0  # of which the API made or updated a listing
     failed_posts: int = 0  # requests without a 200
     seconds: float = 0.0
@@ -210,12 +210,12 @@ async def _sweep(
             # is compared with, and must not include loading the server's model, opening
             # its pool or reading the index into Postgres' buffers.
             await _ask_all(client, queries, UNBOUNDED_PARAMS, replace(options, rounds=1))
-            answers = await _ask_all(client, queries, UNBOUNDED_PARAMS, options)
-            report.reference = budget_figures(UNBOUNDED.vector_budget_ms, answers, judgments, None)
             if stream_token is not None:
                 report.ingest = IngestFigures(options.ingest_rate)
                 stream = _Stream(_client(base_url, stream_token, 1), report.ingest, run_id, options)
                 stream_task = asyncio.create_task(stream.run())
+            answers = await _ask_all(client, queries, UNBOUNDED_PARAMS, options)
+            report.reference = budget_figures(UNBOUNDED.vector_budget_ms, answers, judgments, None)
             for budget in options.budgets:
                 await asyncio.to_thread(fresh_start, generation.pk if generation else None)
                 params = {"vector_budget_ms": f"{budget:g}"}
