@@ -2,12 +2,10 @@
 
 An evaluation set's judged queries go to GET /api/evaluation/search of a web process on
 this machine, first unbounded (the reference recall), then at each vector budget, each
-pass over the queries by `concurrency` clients at once. Optionally an ingest stream posts
-editorial records at a fixed rate to the same system's /api/editorial/records, from the
-reference run on (so the budgets are compared with a reference measured under the same
-load), as a source of the evaluation audience made for the run: its listings are
-upserted by the API and embedded by the real workers into the evaluation generation, so
-they move the HNSW index the sweep searches (the point), and never reach a public search.
+pass over the queries by `concurrency` clients at once. Optionally an ingest stream
+(evaluation/sweep_stream.py) posts records to the same system at a fixed rate, from the
+reference run on, so the budgets are compared with a reference measured under the same
+load.
 
 The reference run is preceded by one unscored pass, so that its latency, which every
 budget's is compared with, does not include the server warming up.
@@ -31,17 +29,14 @@ VECTOR_BREAKER_COOLDOWN_S: the web processes are assumed to run with the same se
 import asyncio
 import json
 import logging
-import math
-import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from django.db import transaction
 
 from evaluation.models import EvaluationSet
 from evaluation.paths import UNBOUNDED
@@ -55,18 +50,21 @@ from evaluation.sweep import (
     loopback_base_url,
     recommend,
 )
+from evaluation.sweep_stream import (
+    STREAM_TEXTS,
+    IngestFigures,
+    IngestStream,
+    fresh_stream_source,
+    remove_stream,
+)
 from evaluation.views import BREAKER_KEY
 from ingestion import generations
-from ingestion.api import MAX_RECORDS
-from ingestion.models import ApiToken, Audience, Listing, ListingEmbedding, Source, SourceRecord
+from ingestion.models import ApiToken, Audience, ListingEmbedding
 from ingestion.tokens import create_token
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import get_redis
 
 SEARCH_PATH: Final = "/api/evaluation/search"
-RECORDS_PATH: Final = "/api/editorial/records"
-STREAM_SOURCE: Final = "evaluation: sweep stream"
-STREAM_INTERVAL_S: Final = 0.5
 # Past the breaker's cool-down before the next budget: its processes' clocks and reads
 # (resilience.shared_breaker.FRESH_S) need a moment more.
 BREAKER_SETTLE_S: Final = 0.5
@@ -78,14 +76,6 @@ UNBOUNDED_PARAMS: Final = {
 # A request the server has given up on answers within its deadline; this only catches
 # a server that stopped answering at all.
 REQUEST_TIMEOUT_S: Final = UNBOUNDED.objective_ms / 1000 + 5
-_PROJECT = Path(__file__).resolve().parents[1]
-STREAM_TEXTS: Final = (
-    Path(os.environ.get("SHARED_DATA_DIR") or _PROJECT.parent / "shared" / "data")
-    / "listings"
-    / "open-house-london"
-    / "data"
-    / "2026"
-)
 
 
 @dataclass(frozen=True)
@@ -97,20 +87,6 @@ class SweepOptions:
     ingest_rate: float = 0.0  # listings per second; 0: no stream
     max_seconds: float = 1800.0
     stream_texts: Path = STREAM_TEXTS
-
-
-@dataclass
-class IngestFigures:
-    rate_asked: float
-    posted: int = 0  # records sent (the end of the run may cut the last post short)
-    accepted: int = 0  # of which the API made or updated a listing
-    failed_posts: int = 0  # requests without a 200
-    seconds: float = 0.0
-    embedded: int = 0  # stream listings with a vector by the end of the run
-
-    @property
-    def rate_achieved(self) -> float:
-        return self.accepted / self.seconds if self.seconds else 0.0
 
 
 @dataclass
@@ -162,7 +138,7 @@ def run_sweep(evaluation_set: EvaluationSet, options: SweepOptions) -> SweepRepo
     run_id = secrets.token_hex(4)
     token_name = f"sweep {evaluation_set.name} {run_id}"
     search_token = create_token(token_name, evaluation_set.source)
-    stream = _fresh_stream_source() if options.ingest_rate > 0 else None
+    stream = fresh_stream_source() if options.ingest_rate > 0 else None
     try:
         stream_token = create_token(f"sweep stream {run_id}", stream) if stream else None
         asyncio.run(
@@ -175,7 +151,7 @@ def run_sweep(evaluation_set: EvaluationSet, options: SweepOptions) -> SweepRepo
                 report.ingest.embedded = ListingEmbedding.objects.filter(
                     listing__records__source=stream
                 ).count()
-            _remove_stream(stream)
+            remove_stream(stream)
     return report
 
 
@@ -204,6 +180,7 @@ async def _sweep(
     generation = await asyncio.to_thread(generations.active_generation, Audience.EVALUATION)
     client = _client(base_url, search_token, options.concurrency)
     stream_task: asyncio.Task[None] | None = None
+    stop_stream = asyncio.Event()
     try:
         async with asyncio.timeout(options.max_seconds):
             # One pass first, not scored: the reference's latency is the one every budget
@@ -212,8 +189,10 @@ async def _sweep(
             await _ask_all(client, queries, UNBOUNDED_PARAMS, replace(options, rounds=1))
             if stream_token is not None:
                 report.ingest = IngestFigures(options.ingest_rate)
-                stream = _Stream(_client(base_url, stream_token, 1), report.ingest, run_id, options)
-                stream_task = asyncio.create_task(stream.run())
+                stream = IngestStream(
+                    _client(base_url, stream_token, 1), report.ingest, run_id, options.stream_texts
+                )
+                stream_task = asyncio.create_task(stream.run(stop_stream))
             answers = await _ask_all(client, queries, UNBOUNDED_PARAMS, options)
             report.reference = budget_figures(UNBOUNDED.vector_budget_ms, answers, judgments, None)
             for budget in options.budgets:
@@ -226,8 +205,10 @@ async def _sweep(
         report.stopped_early = True
     finally:
         if stream_task is not None:
-            stream_task.cancel()
-            await asyncio.wait({stream_task})
+            stop_stream.set()  # its last post finishes: see IngestStream.run
+            if not (await asyncio.wait({stream_task}, timeout=REQUEST_TIMEOUT_S))[0]:
+                stream_task.cancel()
+                await asyncio.wait({stream_task})
         await client.aclose()
 
 
@@ -302,109 +283,3 @@ def fresh_start(generation: int | None, sleep: Callable[[float], None] = time.sl
         # A web process that saw it open refuses without asking Redis until its cool-down
         # ends (resilience.shared_breaker): only then does it read the state, now closed.
         sleep(policy_from_settings("VECTOR_BREAKER").cooldown_s + BREAKER_SETTLE_S)
-
-
-class _Stream:
-    """Posts `rate` records a second in batches every STREAM_INTERVAL_S, as many as are
-    due by the time elapsed (a slow post is caught up by the next), until cancelled."""
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        figures: IngestFigures,
-        run_id: str,
-        options: SweepOptions,
-    ) -> None:
-        self.client, self.figures, self.run_id = client, figures, run_id
-        self.texts = stream_texts(options.stream_texts)
-
-    async def run(self) -> None:
-        started = time.monotonic()
-        try:
-            while True:
-                elapsed = time.monotonic() - started
-                due = math.floor(self.figures.rate_asked * elapsed) - self.figures.posted
-                if due > 0:
-                    await self._post(min(due, MAX_RECORDS))
-                await asyncio.sleep(STREAM_INTERVAL_S)
-        finally:
-            self.figures.seconds = time.monotonic() - started
-            await self.client.aclose()
-
-    async def _post(self, count: int) -> None:
-        first = self.figures.posted
-        records = []
-        for number in range(first, first + count):
-            title, description = self.texts[number % len(self.texts)]
-            records.append(
-                {"id": f"sweep-{self.run_id}-{number}", "title": title, "description": description}
-            )
-        self.figures.posted += count
-        try:
-            response = await self.client.post(RECORDS_PATH, json=records)
-        except httpx.HTTPError:
-            self.figures.failed_posts += 1
-            return
-        if response.status_code != 200:
-            self.figures.failed_posts += 1
-            return
-        counts = response.json()["counts"]
-        self.figures.accepted += counts["new"] + counts["updated"]
-
-
-def stream_texts(directory: Path) -> Sequence[tuple[str, str]]:
-    """(title, description) pairs: real venue listings (Open House London's venue files)
-    when `directory` holds them, else generated ones."""
-    texts = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
-        venue = json.loads(path.read_text(encoding="utf-8"))
-        if venue.get("name"):
-            texts.append((venue["name"][:500], (venue.get("description") or "")[:10_000]))
-    if texts:
-        return texts
-    return [
-        (f"{kind} at {place}", f"A {kind.lower()} at {place}, open to everyone; {note}.")
-        for kind in ("Guided tour", "Open day", "Talk", "Workshop", "Concert", "Exhibition")
-        for place in ("the old town hall", "a riverside warehouse", "the botanical garden")
-        for note in ("no booking needed", "booking required", "step-free access")
-    ]
-
-
-def _fresh_stream_source() -> Source:
-    """The stream's source, with nothing left of an earlier run that did not clean up."""
-    earlier = Source.objects.filter(name=STREAM_SOURCE).first()
-    if earlier is not None:
-        if earlier.audience != Audience.EVALUATION:
-            # Posting to it would publish the stream to every public search.
-            raise ValueError(f"source {STREAM_SOURCE!r} exists and is not an evaluation source")
-        _remove_stream(earlier)
-    return Source.objects.create(
-        name=STREAM_SOURCE,
-        kind=Source.Kind.EDITORIAL,
-        audience=Audience.EVALUATION,
-        url="",
-        active=False,  # nothing to poll
-    )
-
-
-def _remove_stream(source: Source) -> None:
-    """Delete the stream's listings (their vectors with them) and its source (records,
-    polls, tokens). A listing another source's record also reaches is kept."""
-    elsewhere = (
-        SourceRecord.objects.exclude(source=source)
-        .filter(listing__isnull=False)  # NOT IN a list with a NULL matches nothing
-        .values("listing_id")
-    )
-    ids = list(
-        Listing.objects.filter(records__source=source)
-        .exclude(pk__in=elsewhere)
-        .values_list("pk", flat=True)
-    )
-    # Withdrawn first, committed on its own: the embedding workers claim active listings
-    # only, and a claim in progress holds its rows until its vectors are written, which
-    # withdrawing then deletes (migrations/0003's trigger). Deleting them straight away
-    # raced a worker writing a vector (a foreign-key violation at commit).
-    Listing.objects.filter(pk__in=ids).update(status=Listing.Status.WITHDRAWN)
-    with transaction.atomic():
-        Listing.objects.filter(pk__in=ids).delete()
-        source.delete()

@@ -2,11 +2,13 @@
 recommendation rule, the plot, and the clean-up of the ingest stream. The sweep itself
 runs against a live system (`manage.py sweep_budgets`), which is not a test."""
 
+import asyncio
 import json
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 from django.db import transaction
@@ -21,13 +23,13 @@ from evaluation.sweep import (
     recommend,
 )
 from evaluation.sweep_plot import plot_sweep
-from evaluation.sweep_run import (
-    BREAKER_SETTLE_S,
+from evaluation.sweep_run import BREAKER_SETTLE_S, cached_rankings_pattern, fresh_start
+from evaluation.sweep_stream import (
     STREAM_SOURCE,
-    _fresh_stream_source,
-    _remove_stream,
-    cached_rankings_pattern,
-    fresh_start,
+    IngestFigures,
+    IngestStream,
+    fresh_stream_source,
+    remove_stream,
     stream_texts,
 )
 from evaluation.views import BREAKER_KEY
@@ -238,7 +240,7 @@ def test_stream_texts_are_real_listings_when_present_else_generated(tmp_path: Pa
 
 @pytest.mark.django_db
 def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
-    stream = _fresh_stream_source()
+    stream = fresh_stream_source()
     create_token("stream", stream)
     judged = Source.objects.create(
         name="evaluation: other", kind=Source.Kind.EDITORIAL, audience=Audience.EVALUATION
@@ -253,11 +255,11 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
     shared = Listing.objects.get(records__source=judged)
     assert set(shared.records.values_list("external_id", flat=True)) == {"s1", "o1"}
     stream_only = Listing.objects.get(records__external_id="s2")
-    stream = _fresh_stream_source()  # as a new run finds what a crashed one left
+    stream = fresh_stream_source()  # as a new run finds what a crashed one left
     assert not Listing.objects.filter(pk=stream_only.pk).exists()
     assert Listing.objects.filter(pk=shared.pk).exists()
     assert not stream.records.exists()
-    _remove_stream(stream)
+    remove_stream(stream)
     assert not Source.objects.filter(name=STREAM_SOURCE).exists()
 
 
@@ -265,7 +267,7 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
 def test_a_public_source_of_the_streams_name_is_refused() -> None:
     Source.objects.create(name=STREAM_SOURCE, kind=Source.Kind.EDITORIAL)
     with pytest.raises(ValueError, match="not an evaluation source"):
-        _fresh_stream_source()
+        fresh_stream_source()
     assert Listing.objects.count() == 0
 
 
@@ -285,3 +287,34 @@ def test_every_budget_starts_uncached_and_with_the_breaker_closed() -> None:
     fresh_start(None, sleep=waited.append)
     assert not redis.exists(BREAKER_KEY)
     assert waited == [settings.VECTOR_BREAKER_COOLDOWN_S + BREAKER_SETTLE_S]
+
+
+async def test_a_stopped_stream_finishes_its_last_post(tmp_path: Path) -> None:
+    """The one seam faked is HTTP: what matters is what the stream does with a post
+    still under way when it is told to stop."""
+    stop, release = asyncio.Event(), asyncio.Event()
+    batches: list[list[dict[str, str]]] = []
+
+    async def editorial_api(request: httpx.Request) -> httpx.Response:
+        batches.append(json.loads(request.content))
+        stop.set()  # the run ends while this post is under way
+        await release.wait()
+        return httpx.Response(200, json={"counts": {"new": len(batches[-1]), "updated": 0}})
+
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(editorial_api), base_url="http://127.0.0.1"
+    )
+    figures = IngestFigures(rate_asked=1e6)  # records are due at once
+    stream = asyncio.create_task(IngestStream(client, figures, "r1", tmp_path).run(stop))
+    await stop.wait()
+    # Stopped, it still waits for the server's answer: a stream that gave up on the post
+    # would be done within this bound (the bound only limits how long a wrong one waits).
+    done, _ = await asyncio.wait({stream}, timeout=0.3)
+    assert not done
+    release.set()
+    await asyncio.wait_for(stream, 10)
+    assert len(batches) == 1
+    assert figures.posted == figures.accepted == len(batches[0]) > 0
+    ids = [record["id"] for record in batches[0]]
+    assert len(set(ids)) == len(ids)
+    assert all(record_id.startswith("sweep-r1-") for record_id in ids)
