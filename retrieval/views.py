@@ -1,5 +1,7 @@
 """The public search API and page. Both run the same hybrid search; the API says how every
-answer was made, the page shows a notice when results are degraded."""
+answer was made, the page shows a notice when results are degraded. `answer`,
+`outcome_json` and `unavailable` are the evaluation API's too (evaluation/views.py), so
+the two answer in one shape, made one way."""
 
 import asyncio
 from typing import Any
@@ -11,9 +13,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
+from ingestion.models import Audience
 from retrieval import metrics
 from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
-from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search
+from retrieval.hybrid import CallerDeadlineError, Dependencies, NoAnswerError, hybrid_search
 from retrieval.hydrate import ListingView, hydrate
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies
@@ -46,8 +49,7 @@ async def _search(
     )
     metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        outcome = await hybrid_search(query, deadline, dependencies())
-        listings = await _hydrate(outcome, query, deadline)
+        outcome, listings = await answer(query, deadline, dependencies())
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -59,18 +61,32 @@ async def _search(
         for reason in exc.reasons:
             metrics.REASONS.labels(reason=reason).inc()
         raise
-    outcome.timings.total_ms = deadline.elapsed_ms()
     _count(query, outcome)
     return outcome, listings
 
 
+async def answer(
+    query: Query,
+    deadline: SearchDeadline,
+    deps: Dependencies,
+    audience: Audience = Audience.PUBLIC,
+) -> tuple[SearchOutcome, list[ListingView]]:
+    """The search and the listings of `audience` it shows, by the one deadline, with the
+    outcome's total time set; counts nothing (the public views count around it, the
+    evaluation API must not). Raises NoAnswerError / CallerDeadlineError."""
+    outcome = await hybrid_search(query, deadline, deps)
+    listings = await _hydrate(outcome, query, deadline, audience)
+    outcome.timings.total_ms = deadline.elapsed_ms()
+    return outcome, listings
+
+
 async def _hydrate(
-    outcome: SearchOutcome, query: Query, deadline: SearchDeadline
+    outcome: SearchOutcome, query: Query, deadline: SearchDeadline, audience: Audience
 ) -> list[ListingView]:
     """The ranked listings, read now, by what is left of the deadline (at least the
     reserve). A database that cannot answer by then is a 503, on time, not a late 200."""
     try:
-        return await hydrate(outcome.ranking, query.text, query.k, deadline.end)
+        return await hydrate(outcome.ranking, query.text, query.k, deadline.end, audience)
     except (StageTimeoutError, PoolTimeout) as exc:
         raise NoAnswerError([*outcome.reasons, Reason.LISTINGS_TIMEOUT]) from exc
     except (psycopg.Error, OSError) as exc:
@@ -103,7 +119,23 @@ def _listing_json(view: ListingView, matched: set[str]) -> dict[str, Any]:
     }
 
 
-def _unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
+def outcome_json(outcome: SearchOutcome, listings: list[ListingView]) -> dict[str, Any]:
+    """How the answer was made and what it shows: the body of every search API."""
+    return {
+        "mode": outcome.mode,
+        "degraded": outcome.degraded,
+        "reasons": list(outcome.reasons),
+        "index_generation": outcome.generation,
+        "cache_age_s": round(outcome.cache_age_s, 3) if outcome.cache_age_s is not None else None,
+        "results": [_listing_json(v, outcome.matched.get(v.id, set())) for v in listings],
+    }
+
+
+def timings_json(outcome: SearchOutcome) -> dict[str, float]:
+    return {k: v for k, v in vars(outcome.timings).items() if v is not None}
+
+
+def unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
     response = JsonResponse({"error": message, "reasons": reasons}, status=status)
     response["Retry-After"] = str(RETRY_AFTER_S)
     return response
@@ -118,20 +150,13 @@ async def search_api(request: HttpRequest) -> JsonResponse:
     try:
         outcome, listings = await _search(query, caller_timeout_ms)
     except NoAnswerError as exc:
-        return _unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
+        return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except CallerDeadlineError:
-        return _unavailable([], 504, "the caller's deadline passed before any stage answered")
+        return unavailable([], 504, "the caller's deadline passed before any stage answered")
     user = await request.auser()
-    body: dict[str, Any] = {
-        "mode": outcome.mode,
-        "degraded": outcome.degraded,
-        "reasons": list(outcome.reasons),
-        "index_generation": outcome.generation,
-        "cache_age_s": round(outcome.cache_age_s, 3) if outcome.cache_age_s is not None else None,
-        "results": [_listing_json(v, outcome.matched.get(v.id, set())) for v in listings],
-    }
+    body = outcome_json(outcome, listings)
     if user.is_staff:
-        body["timings_ms"] = {k: v for k, v in vars(outcome.timings).items() if v is not None}
+        body["timings_ms"] = timings_json(outcome)
     return JsonResponse(body)
 
 

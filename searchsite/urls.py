@@ -12,5 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("static/<path:path>", static_files.serve, name="static"),
     path("api/editorial/records", post_records, name="editorial-records"),
+    path("", include("evaluation.urls")),
     path("", include("retrieval.urls")),
 ]
