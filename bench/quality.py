@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -70,6 +70,40 @@ def any_term_ranking(weights: str, normalisation: int) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def together(*settings: AbstractContextManager[None]) -> Iterator[None]:
+    with ExitStack() as stack:
+        for setting in settings:
+            stack.enter_context(setting)
+        yield
+
+
+def combinations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[None]]]:
+    """The single factors that helped, applied together (each label lists what changes
+    from the defaults)."""
+    paths = (LEXICAL, VECTOR, HYBRID)
+    for normalisation in (0, 1):
+        for ef in (40, 80):
+            for per_result in (3, 5):
+                for lexical, vector in ((1, 1), (2, 3)):
+                    label = (
+                        f"norm={normalisation} ef={ef} per_result={per_result}"
+                        f" weights={lexical}:{vector}"
+                    )
+                    yield (
+                        label,
+                        paths,
+                        together(
+                            any_term_ranking(pg_lexical.ANY_TERM_WEIGHTS, normalisation),
+                            patched(settings, "SEARCH_HNSW_EF_SEARCH", ef),
+                            patched(hybrid, "CANDIDATES_PER_RESULT", per_result),
+                            patched(
+                                hybrid, "FUSION_WEIGHTS", {"lexical": lexical, "vector": vector}
+                            ),
+                        ),
+                    )
+
+
 def variations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[None]]]:
     """(label, paths it moves, the setting applied)."""
     fused = (HYBRID,)
@@ -110,9 +144,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collections", default="cranfield", help="comma-separated sets")
     parser.add_argument("--only", help="run only the variations whose label contains this")
+    parser.add_argument(
+        "--combined", action="store_true", help="the helpful factors together, not one by one"
+    )
     args = parser.parse_args()
     sets = [EvaluationSet.objects.get(name=name) for name in args.collections.split(",")]
-    for label, paths, setting in variations():
+    for label, paths, setting in combinations() if args.combined else variations():
         if args.only and args.only not in label:
             continue
         with setting:

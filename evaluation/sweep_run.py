@@ -59,7 +59,7 @@ from evaluation.sweep_stream import (
 )
 from evaluation.views import BREAKER_KEY
 from ingestion import generations
-from ingestion.models import ApiToken, Audience, ListingEmbedding
+from ingestion.models import ApiToken, ListingEmbedding
 from ingestion.tokens import create_token
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import get_redis
@@ -138,11 +138,14 @@ def run_sweep(evaluation_set: EvaluationSet, options: SweepOptions) -> SweepRepo
     run_id = secrets.token_hex(4)
     token_name = f"sweep {evaluation_set.name} {run_id}"
     search_token = create_token(token_name, evaluation_set.source)
-    stream = fresh_stream_source() if options.ingest_rate > 0 else None
+    audience = evaluation_set.source.audience
+    stream = fresh_stream_source(audience) if options.ingest_rate > 0 else None
     try:
         stream_token = create_token(f"sweep stream {run_id}", stream) if stream else None
         asyncio.run(
-            _sweep(base_url, search_token, stream_token, run_id, queries, judgments, report)
+            _sweep(
+                base_url, audience, search_token, stream_token, run_id, queries, judgments, report
+            )
         )
     finally:
         ApiToken.objects.filter(name=token_name).update(revoked=True)
@@ -169,6 +172,7 @@ def _judged_queries(
 
 async def _sweep(
     base_url: str,
+    audience: str,
     search_token: str,
     stream_token: str | None,
     run_id: str,
@@ -177,7 +181,7 @@ async def _sweep(
     report: SweepReport,
 ) -> None:
     options = report.options
-    generation = await asyncio.to_thread(generations.active_generation, Audience.EVALUATION)
+    generation = await asyncio.to_thread(generations.active_generation, audience)
     client = _client(base_url, search_token, options.concurrency)
     stream_task: asyncio.Task[None] | None = None
     stop_stream = asyncio.Event()

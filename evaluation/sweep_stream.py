@@ -1,8 +1,9 @@
 """The sweep's ingest stream: editorial records posted at a fixed rate to the running
-system's /api/editorial/records as a source of the evaluation audience made for the run,
-so its listings are upserted by the API, embedded by the real workers into the
-evaluation generation (moving the HNSW index the sweep searches) and never reach a
-public search; and removed again at the end, so repeated sweeps start equal."""
+system's /api/editorial/records as a source made for the run in the swept evaluation
+set's own audience, so its listings are upserted by the API, embedded by the real workers
+into that set's generation (moving the HNSW index the sweep searches, and standing among
+its documents as unjudged distractors, as new listings do) and never reach a public
+search; and removed again at the end, so repeated sweeps start equal."""
 
 import asyncio
 import contextlib
@@ -118,18 +119,21 @@ def stream_texts(directory: Path) -> Sequence[tuple[str, str]]:
     ]
 
 
-def fresh_stream_source() -> Source:
-    """The stream's source, with nothing left of an earlier run that did not clean up."""
+def fresh_stream_source(audience: str) -> Source:
+    """The stream's source in `audience` (an evaluation set's), with nothing left of an
+    earlier run that did not clean up."""
+    if not Audience.is_evaluation(audience):
+        raise ValueError("the ingest stream only ever goes to an evaluation audience")
     earlier = Source.objects.filter(name=STREAM_SOURCE).first()
     if earlier is not None:
-        if earlier.audience != Audience.EVALUATION:
+        if not Audience.is_evaluation(earlier.audience):
             # Posting to it would publish the stream to every public search.
             raise ValueError(f"source {STREAM_SOURCE!r} exists and is not an evaluation source")
         remove_stream(earlier)
     return Source.objects.create(
         name=STREAM_SOURCE,
         kind=Source.Kind.EDITORIAL,
-        audience=Audience.EVALUATION,
+        audience=audience,
         url="",
         active=False,  # nothing to poll
     )

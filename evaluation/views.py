@@ -18,6 +18,7 @@ Invariants a change must keep:
 """
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import cache
 
@@ -29,7 +30,6 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED
-from ingestion.models import Audience
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
@@ -58,8 +58,9 @@ EVALUATION_TAG = "searchsite:evaluation"
 # outlived it (a sweep at concurrency 4 ran Postgres out of connections that way).
 LOOKUP_MS = 1000
 _SET_SOURCE_BY_DIGEST = """
-SELECT e.source_id FROM ingestion_apitoken t
+SELECT s.id, s.audience FROM ingestion_apitoken t
 JOIN evaluation_evaluationset e ON e.source_id = t.source_id
+JOIN ingestion_source s ON s.id = t.source_id
 WHERE t.token_hash = %(digest)s AND NOT t.revoked
 """
 _DOCUMENTS = """
@@ -68,7 +69,8 @@ WHERE source_id = %(source)s AND listing_id = ANY(%(ids)s::bigint[])
 ORDER BY external_id
 """
 
-_generations = GenerationLookup(Audience.EVALUATION)
+# Each evaluation set's own generation (its audience's), looked up as the public one is.
+_generations: dict[str, GenerationLookup] = {}
 
 
 class _Budgets(forms.Form):
@@ -98,31 +100,37 @@ def forget_wiring() -> None:
     if vector_gate.cache_info().currsize:
         vector_gate().close()
     vector_gate.cache_clear()
-    _generations.forget()
+    _generations.clear()
 
 
-async def _evaluation_generation(deadline: Deadline) -> int | None:
-    return await searchable_generation(_generations, deadline)
+def _generation_of(audience: str) -> Callable[[Deadline], Awaitable[int | None]]:
+    lookup = _generations.setdefault(audience, GenerationLookup(audience))
+
+    async def active(deadline: Deadline) -> int | None:
+        return await searchable_generation(lookup, deadline)
+
+    return active
 
 
 async def _no_warming(key: str, query: Query) -> None:
     pass
 
 
-def _dependencies() -> Dependencies:
-    """The public wiring, pointed at the evaluation audience. Made per request from
+def _dependencies(audience: str) -> Dependencies:
+    """The public wiring, pointed at an evaluation set's audience. Made per request from
     `dependencies()`, so it is always the process's current admission limit."""
     return replace(
         dependencies(),
-        lexical=PgLexicalIndex(Audience.EVALUATION),
-        active_generation=_evaluation_generation,
+        lexical=PgLexicalIndex(audience),
+        active_generation=_generation_of(audience),
         breaker=vector_gate(),
         warm=_no_warming,
     )
 
 
-async def _evaluation_source(request: HttpRequest) -> int | None:
-    """The id of the evaluation set's source the bearer token belongs to, if it does."""
+async def _evaluation_source(request: HttpRequest) -> tuple[int, str] | None:
+    """The id and audience of the evaluation set's source the bearer token belongs to, if
+    it does."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
@@ -131,7 +139,7 @@ async def _evaluation_source(request: HttpRequest) -> int | None:
     rows = await fetch_with_local_settings(
         EVALUATION_TAG, _SET_SOURCE_BY_DIGEST, {"digest": digest}, Deadline.after(LOOKUP_MS)
     )
-    return int(rows[0][0]) if rows else None
+    return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
 def _budgets(request: HttpRequest) -> SearchDeadline:
@@ -169,8 +177,8 @@ async def _documents(source_id: int, listing_ids: list[int]) -> list[str]:
 @require_GET
 async def search(request: HttpRequest) -> JsonResponse:
     try:
-        source_id = await _evaluation_source(request)
-        if source_id is None:
+        source = await _evaluation_source(request)
+        if source is None:
             response = JsonResponse({"error": "a valid bearer token is required"}, status=401)
             response["WWW-Authenticate"] = 'Bearer realm="evaluation"'
             return response
@@ -184,8 +192,9 @@ async def search(request: HttpRequest) -> JsonResponse:
             deadline = _budgets(request)
         except BadQueryError as exc:
             return JsonResponse({"error": str(exc)}, status=400)
+        source_id, audience = source
         with metrics.uncounted():
-            outcome, listings = await answer(query, deadline, _dependencies(), Audience.EVALUATION)
+            outcome, listings = await answer(query, deadline, _dependencies(audience), audience)
         body = outcome_json(outcome, listings)
         body["documents"] = await _documents(source_id, [view.id for view in listings])
     except NoAnswerError as exc:

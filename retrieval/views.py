@@ -69,7 +69,7 @@ async def answer(
     query: Query,
     deadline: SearchDeadline,
     deps: Dependencies,
-    audience: Audience = Audience.PUBLIC,
+    audience: str = Audience.PUBLIC,
 ) -> tuple[SearchOutcome, list[ListingView]]:
     """The search and the listings of `audience` it shows, by the one deadline, with the
     outcome's total time set; counts nothing (the public views count around it, the
@@ -81,7 +81,7 @@ async def answer(
 
 
 async def _hydrate(
-    outcome: SearchOutcome, query: Query, deadline: SearchDeadline, audience: Audience
+    outcome: SearchOutcome, query: Query, deadline: SearchDeadline, audience: str
 ) -> list[ListingView]:
     """The ranked listings, read now, by what is left of the deadline (at least the
     reserve). A database that cannot answer by then is a 503, on time, not a late 200."""

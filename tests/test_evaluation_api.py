@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from evaluation import views
 from evaluation.models import EvaluationSet
+from evaluation.paths import MAX_QUERY_CHARS
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
@@ -49,12 +50,15 @@ PUBLIC_RETRIEVAL_COUNTERS = (
 )
 
 
+TINY = Audience.of_evaluation_set("tiny")
+
+
 def _judged_set() -> tuple[str, dict[str, int]]:
     """An evaluation set of two documents, embedded in the evaluation generation: a token
     of its source, and each document's listing id."""
-    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, Audience.EVALUATION)
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS, TINY)
     source = Source.objects.create(
-        name="evaluation: tiny", kind=Source.Kind.EDITORIAL, url="", audience=Audience.EVALUATION
+        name="evaluation: tiny", kind=Source.Kind.EDITORIAL, url="", audience=TINY
     )
     with transaction.atomic():
         for document, title in JUDGED.items():
@@ -105,7 +109,7 @@ async def test_it_requires_a_token_of_an_evaluation_sets_source(
     public = await Source.objects.acreate(name="Editorial desk", kind=Source.Kind.EDITORIAL)
     # An evaluation-audience source of no set (the sweep's ingest stream) opens nothing.
     stream = await Source.objects.acreate(
-        name="evaluation: sweep stream", kind=Source.Kind.EDITORIAL, audience=Audience.EVALUATION
+        name="evaluation: sweep stream", kind=Source.Kind.EDITORIAL, audience=TINY
     )
     public_token = await sync_to_async(create_token)("desk", public)
     stream_token = await sync_to_async(create_token)("stream", stream)
@@ -168,7 +172,7 @@ async def test_the_budgets_asked_for_are_the_budgets_searched_with(
         ({"vector_budget_ms": "-1"}, "vector_budget_ms"),
         ({"deadline_ms": "30001"}, "deadline_ms"),
         ({"deadline_ms": "nan"}, "deadline_ms"),
-        ({"q": "x" * 1001}, "1000 characters"),
+        ({"q": "x" * (MAX_QUERY_CHARS + 1)}, f"{MAX_QUERY_CHARS} characters"),
     ],
 )
 async def test_bad_budgets_and_queries_get_a_400_naming_them(

@@ -17,12 +17,19 @@ RANKINGS = st.dictionaries(
 )
 
 
-def _by_fractions(rankings: Mapping[str, Sequence[int]], k: int, limit: int) -> list[int]:
+def _by_fractions(
+    rankings: Mapping[str, Sequence[int]],
+    k: int,
+    limit: int,
+    weights: Mapping[str, int] | None = None,
+) -> list[int]:
     """The definition, computed the slow, obviously exact way."""
     scores: dict[int, Fraction] = {}
-    for ids in rankings.values():
+    for stage, ids in rankings.items():
+        weight = (weights or {}).get(stage, 1)
         for rank, listing_id in enumerate(dict.fromkeys(ids), start=1):
-            scores[listing_id] = scores.get(listing_id, Fraction(0)) + Fraction(1, k + rank)
+            term = Fraction(weight, k + rank)
+            scores[listing_id] = scores.get(listing_id, Fraction(0)) + term
     return sorted(scores, key=lambda listing_id: (-scores[listing_id], listing_id))[:limit]
 
 
@@ -94,6 +101,29 @@ def test_negative_arguments_are_refused() -> None:
         reciprocal_rank_fusion({"lexical": [1]}, limit=-1)
     with pytest.raises(ValueError, match="must not be negative"):
         reciprocal_rank_fusion({"lexical": [1]}, k=-1, limit=1)
+    with pytest.raises(ValueError, match="must not be negative"):
+        reciprocal_rank_fusion({"lexical": [1]}, limit=1, weights={"lexical": -1})
+
+
+def test_a_heavier_stage_wins_where_plain_fusion_would_tie() -> None:
+    rankings = {"lexical": [1, 2], "vector": [2, 1]}
+    assert reciprocal_rank_fusion(rankings, limit=2)[0] == [1, 2]  # a tie: smaller id
+    assert reciprocal_rank_fusion(rankings, limit=2, weights={"vector": 3, "lexical": 2})[0] == [
+        2,
+        1,
+    ]
+
+
+@given(
+    RANKINGS,
+    st.integers(min_value=0, max_value=100),
+    st.dictionaries(st.sampled_from(["lexical", "vector"]), st.integers(0, 5), max_size=2),
+)
+def test_weighted_fusion_matches_the_definition(
+    rankings: dict[str, list[int]], k: int, weights: dict[str, int]
+) -> None:
+    fused, _ = reciprocal_rank_fusion(rankings, k=k, limit=50, weights=weights)
+    assert fused == _by_fractions(rankings, k, 50, weights)
 
 
 @given(RANKINGS, st.integers(min_value=0, max_value=100), st.integers(min_value=0, max_value=50))

@@ -240,10 +240,11 @@ def test_stream_texts_are_real_listings_when_present_else_generated(tmp_path: Pa
 
 @pytest.mark.django_db
 def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
-    stream = fresh_stream_source()
+    other = Audience.of_evaluation_set("other")
+    stream = fresh_stream_source(other)
     create_token("stream", stream)
     judged = Source.objects.create(
-        name="evaluation: other", kind=Source.Kind.EDITORIAL, audience=Audience.EVALUATION
+        name="evaluation: other", kind=Source.Kind.EDITORIAL, audience=other
     )
     with transaction.atomic():
         now = timezone.now()
@@ -255,7 +256,7 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
     shared = Listing.objects.get(records__source=judged)
     assert set(shared.records.values_list("external_id", flat=True)) == {"s1", "o1"}
     stream_only = Listing.objects.get(records__external_id="s2")
-    stream = fresh_stream_source()  # as a new run finds what a crashed one left
+    stream = fresh_stream_source(other)  # as a new run finds what a crashed one left
     assert not Listing.objects.filter(pk=stream_only.pk).exists()
     assert Listing.objects.filter(pk=shared.pk).exists()
     assert not stream.records.exists()
@@ -267,7 +268,9 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
 def test_a_public_source_of_the_streams_name_is_refused() -> None:
     Source.objects.create(name=STREAM_SOURCE, kind=Source.Kind.EDITORIAL)
     with pytest.raises(ValueError, match="not an evaluation source"):
-        fresh_stream_source()
+        fresh_stream_source(Audience.of_evaluation_set("any"))
+    with pytest.raises(ValueError, match="only ever goes to an evaluation audience"):
+        fresh_stream_source(Audience.PUBLIC)
     assert Listing.objects.count() == 0
 
 
