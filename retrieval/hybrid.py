@@ -49,8 +49,8 @@ from retrieval.types import (
 # How many candidates each branch contributes to fusion, per result asked for, and the
 # fusion's constant (reciprocal rank fusion's k): both chosen on judged queries,
 # docs/quality.md.
-CANDIDATES_PER_RESULT = 3
-FUSION_K = 60
+CANDIDATES_PER_RESULT = 5
+FUSION_K = 20
 # Each stage's weight in fusion (1 for a stage not named: the cache's ranking).
 FUSION_WEIGHTS = {"lexical": 1, "vector": 1}
 

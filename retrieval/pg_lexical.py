@@ -16,7 +16,7 @@ Two tiers, best-matching first:
    0.018 on the Cranfield dev queries, against 0.385 for BM25). Candidates are read per
    term, rarest first and at most PER_TERM each, and scored BM25-style: the sum over the
    query's terms of idf(term) x ts_rank(term) (ts_rank of one term is a saturating
-   function of its occurrences, like BM25's tf part), with idf from
+   function of its occurrences, like BM25's tf part; no length normalisation), with idf from
    `retrieval_term_statistics` (document frequencies per audience, refreshed in the
    background). A term too new to have statistics counts as rare. Measured choices:
    docs/quality.md.
@@ -50,10 +50,11 @@ PER_TERM = 250
 # against p99 19.9 ms reading every term.
 GENERATOR_SHARE = 0.2
 # ts_rank's weights for labels D, C, B, A (description is C, venue and aliases B, title A)
-# and its normalisation 1 (divided by 1 + log(length)), chosen on Cranfield dev:
-# docs/quality.md.
+# and no length normalisation, chosen on the Cranfield, CISI and CACM dev queries
+# (docs/quality.md): dividing by 1 + log(length) gained Cranfield 0.013 of recall@10 and
+# cost CACM 0.133 (its title-only records rose above the abstracts that answer).
 ANY_TERM_WEIGHTS = "{0.1,0.4,0.4,1.0}"
-ANY_TERM_NORMALISATION = 1
+ANY_TERM_NORMALISATION = 0
 
 _SEARCH = """
 WITH q AS (SELECT {tsquery} AS tsq),
