@@ -17,7 +17,7 @@ Invariants:
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -312,11 +312,13 @@ async def _fallback(
         if Reason.VECTOR_TIMEOUT in reasons or Reason.EMBED_TIMEOUT in reasons:
             _behind_response(deps.warm(key, query))
     if cached is not None and cached.generation == generation:
-        # Only lexical hits the cached ranking lacks are merged in: those it holds are
-        # already ranked by both stages, and counting their lexical rank again buried
-        # the fresh ones (listings newer than the entry: recall@10 0.000 on them).
+        # Only lexical hits the cached ranking lacks are merged in, each at the rank
+        # lexical gave it: the others are already ranked by both stages, and counting
+        # their lexical rank again buried the fresh ones (listings newer than the entry:
+        # recall@10 0.000 on them); ranked first among themselves instead, the fresh ones
+        # pushed out better cached answers (docs/quality.md).
         ranked = set(cached.ranking)
-        fresh = [listing_id for listing_id in lexical_ids if listing_id not in ranked]
+        fresh = [None if listing_id in ranked else listing_id for listing_id in lexical_ids]
         ranking, matched = _fuse({"cache": cached.ranking, "lexical": fresh})
         age = max(0.0, time.time() - cached.created_at)
         return SearchOutcome(Mode.CACHE_FALLBACK, ranking, matched, reasons, generation, age)
@@ -326,7 +328,9 @@ async def _fallback(
     raise NoAnswerError(reasons)
 
 
-def _fuse(rankings: dict[str, list[int]]) -> tuple[list[int], dict[int, set[str]]]:
+def _fuse(
+    rankings: Mapping[str, Sequence[int | None]],
+) -> tuple[list[int], dict[int, set[str]]]:
     """Every candidate, fused: hydration shows the first k that can still be shown, so a
     listing withdrawn since a stage (or the cache) saw it never leaves a slot empty."""
     return reciprocal_rank_fusion(

@@ -105,6 +105,22 @@ def test_negative_arguments_are_refused() -> None:
         reciprocal_rank_fusion({"lexical": [1]}, limit=1, weights={"lexical": -1})
 
 
+def test_a_hole_keeps_the_ranks_of_the_ids_after_it() -> None:
+    # 3 is lexical's third: 1/63 against the cache's 2 at 1/62 and 4 at 1/63.
+    fused, matched = reciprocal_rank_fusion(
+        {"cache": [1, 2, 4], "lexical": [None, None, 3, None]}, limit=4
+    )
+    assert fused == [1, 2, 3, 4]
+    assert matched[3] == {"lexical"}
+    # Without the holes it would be lexical's first, level with the cache's first.
+    assert reciprocal_rank_fusion({"cache": [1, 2, 4], "lexical": [3]}, limit=4)[0] == [
+        1,
+        3,
+        2,
+        4,
+    ]
+
+
 def test_a_heavier_stage_wins_where_plain_fusion_would_tie() -> None:
     rankings = {"lexical": [1, 2], "vector": [2, 1]}
     assert reciprocal_rank_fusion(rankings, limit=2)[0] == [1, 2]  # a tie: smaller id
