@@ -21,6 +21,7 @@ from django.db import transaction
 
 from ingestion.api import MAX_RECORDS
 from ingestion.models import Audience, Listing, Source, SourceRecord
+from retrieval import vocabulary
 
 RECORDS_PATH: Final = "/api/editorial/records"
 STREAM_SOURCE: Final = "evaluation: sweep stream"
@@ -160,3 +161,6 @@ def remove_stream(source: Source) -> None:
     with transaction.atomic():
         Listing.objects.filter(pk__in=ids).delete()
         source.delete()
+    # The set's term statistics may have been refreshed while the stream's listings were
+    # there: weigh its terms by its own documents again before anything else measures it.
+    vocabulary.refresh()

@@ -178,7 +178,9 @@ DEDUP_VENUE_SIMILARITY = env_float("DEDUP_VENUE_SIMILARITY", 0.3)
 SEARCH_DEADLINE_MS = env_float("SEARCH_DEADLINE_MS", 150.0)
 SEARCH_CALLER_TIMEOUT_CAP_MS = env_float("SEARCH_CALLER_TIMEOUT_CAP_MS", 1000.0)
 SEARCH_RESERVE_MS = env_float("SEARCH_RESERVE_MS", 15.0)
-SEARCH_VECTOR_BUDGET_MS = env_float("SEARCH_VECTOR_BUDGET_MS", 60.0)
+# 40, not 60: the budget sweep's rule holds at 40 ms with and without a 20 listings/s
+# ingest stream at concurrency 8, and at 30 ms without it (docs/quality.md).
+SEARCH_VECTOR_BUDGET_MS = env_float("SEARCH_VECTOR_BUDGET_MS", 40.0)
 SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
 # 80, not 40: CACM dev's vector recall@10 0.270 -> 0.302, the others unchanged, for a
 # statement bounded by it (docs/quality.md).

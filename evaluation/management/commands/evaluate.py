@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from evaluation.metrics import MRR_AT_10, NDCG_AT_10, recall_at
 from evaluation.models import EvaluationRun, EvaluationSet
 from evaluation.paths import ALL_PATHS, NoEvaluationGenerationError
 from evaluation.runs import evaluate
@@ -72,10 +73,11 @@ class Command(BaseCommand):
             f"recall guardrail on {last.evaluation_set.name} at {last.finished_at:%Y-%m-%d %H:%M}"
             f" UTC: {last.query_count} queries, k={last.k}\n"
         )
-        figures = last.figures["paths"]  # jsonb keeps no key order: the paths' own
-        self.stdout.write(
-            _table("sampled queries", {p: figures[p] for p in ALL_PATHS if p in figures})
-        )
+        # jsonb keeps no key order: the paths' and the figures' own, as `evaluate` prints.
+        figures = last.figures["paths"]
+        columns = (recall_at(last.k), NDCG_AT_10, MRR_AT_10)
+        rows = {p: {c: figures[p][c] for c in columns} for p in ALL_PATHS if p in figures}
+        self.stdout.write(_table("sampled queries", rows))
 
 
 def _evaluation_set(name: str) -> EvaluationSet:
