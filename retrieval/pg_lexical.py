@@ -192,6 +192,10 @@ class PgLexicalIndex:
                 "relax": relax,
             },
             deadline,
+            # The statement's plan shape never depends on the text, but with the any-term
+            # tier Postgres judged a generic plan dearer than a custom one and planned
+            # every execution again (0.46 ms of a 2.7 ms median at 100,000 listings).
+            local={"plan_cache_mode": "force_generic_plan"},
             prepared=_PREPARED[tsquery],
         )
         return [Candidate(int(row[0]), float(row[1])) for row in rows]
