@@ -10,7 +10,7 @@ Two tiers, best-matching first:
    `UNION ALL ... LIMIT`: when titles alone fill it, the whole-text index is never scanned,
    and each row is ranked where it is read, with no join back (together: p50 4.4 -> 2.6 ms,
    p99 17 -> 8.4 ms of server time at 100,000 listings).
-2. Only when the first tier has fewer than `limit` listings, and the query has no phrase
+2. Only when the first tier has fewer than a page (k) of listings, and the query has no phrase
    or negation of its own (retrieval.query.requires_every_term): listings matching *some*
    terms. Requiring every term found nothing for natural-language questions (recall@10
    0.018 on the Cranfield dev queries, against 0.385 for BM25). Candidates are read per
@@ -21,7 +21,7 @@ Two tiers, best-matching first:
    background). A term too new to have statistics counts as rare. Measured choices:
    docs/quality.md.
 
-Short listing queries whose terms all match in `limit` listings never reach the second
+Short listing queries whose terms all match a page of listings never reach the second
 tier: their ranking, and their cost, are what they were. A server-side statement_timeout
 is the backstop if a plan ever goes wrong.
 
@@ -93,7 +93,7 @@ candidates AS (
         WHERE l.search_vector @@ t.tsq AND l.status = 'active' AND l.audience = %(audience)s
         LIMIT {per_term}) AS found
     -- One-time filter: with a full first tier, no term's index is read at all.
-    WHERE %(relax)s AND (SELECT count(*) FROM every_term) < %(limit)s
+    WHERE (SELECT count(*) FROM every_term) < %(relax_below)s
     ORDER BY found.id
 ),
 some_terms AS (
@@ -124,10 +124,10 @@ def _prepare(number: int, statement: str) -> tuple[str, str]:
     that stands in for it."""
     name = f"searchsite_lexical_{number}"
     body = statement
-    placeholders = ("%(text)s", "%(pool)s", "%(limit)s", "%(audience)s", "%(relax)s")
+    placeholders = ("%(text)s", "%(pool)s", "%(limit)s", "%(audience)s", "%(relax_below)s")
     for position, placeholder in enumerate(placeholders, start=1):
         body = body.replace(placeholder, f"${position}")
-    prepare_on_connect(name, "(text, int, int, text, boolean)", body)
+    prepare_on_connect(name, "(text, int, int, text, int)", body)
     return name, f"EXECUTE {name}({', '.join(placeholders)})"
 
 
@@ -166,8 +166,10 @@ class PgLexicalIndex:
     async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
         # Up to three statements share the one deadline: a correction runs on what the
         # first search left, never on a budget of its own.
-        relax = not requires_every_term(query.text)
-        found = await self._search(_WEBSEARCH, query.text, limit, deadline, relax=relax)
+        # Partial matches are read only while every-term ones fill less than a page
+        # (k), and never for a phrase or a negation (what the query's syntax asks for).
+        relax_below = 0 if requires_every_term(query.text) else min(query.k, limit)
+        found = await self._search(_WEBSEARCH, query.text, limit, deadline, relax_below)
         # "Did you mean": only a query that finds nothing pays for spelling correction;
         # near misses among partial matches are the vector stage's to find.
         if found or not query.normalised:
@@ -176,10 +178,10 @@ class PgLexicalIndex:
         if not corrected:
             return found
         # Any corrected word is enough already: nothing to relax.
-        return await self._search(_ANY_OF, " | ".join(corrected), limit, deadline, relax=False)
+        return await self._search(_ANY_OF, " | ".join(corrected), limit, deadline, 0)
 
     async def _search(
-        self, tsquery: str, text: str, limit: int, deadline: Deadline, *, relax: bool
+        self, tsquery: str, text: str, limit: int, deadline: Deadline, relax_below: int
     ) -> list[Candidate]:
         rows = await fetch_with_local_settings(
             LEXICAL_TAG,
@@ -189,7 +191,7 @@ class PgLexicalIndex:
                 "pool": POOL,
                 "limit": limit,
                 "audience": self.audience,
-                "relax": relax,
+                "relax_below": relax_below,
             },
             deadline,
             # The statement's plan shape never depends on the text, but with the any-term
