@@ -5,8 +5,9 @@ Slices:
 - `query_class`: the class `retrieval.query.query_class` gives each query's text (the
   metrics label), so a path's weakness on one shape of query is not averaged away;
 - `freshness`: the same rankings scored against the *fresh* relevant documents only (the
-  newest tenth of the set's listings, which the simulated cache never saw) and against
-  the rest; a query with no relevant document in a band is not scored in it;
+  set's listings made in the last N minutes, or by default its newest tenth: those the
+  simulated cache never saw) and against the rest; a query with no relevant document in a
+  band is not scored in it;
 - `variants`: `cache_fallback_without_merge`, the cached ranking alone.
 
 A listing that several of the set's documents were merged into (by de-duplication)
@@ -16,6 +17,7 @@ stands for all of them, in document-id order.
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -50,9 +52,12 @@ def evaluate(
     query_ids: Sequence[str] | None = None,
     kind: str = EvaluationRun.Kind.EVALUATE,
     paths: Sequence[str] = ALL_PATHS,
+    fresh_minutes: float | None = None,
 ) -> Report:
     """`assess`, and its figures kept as an `EvaluationRun` of `kind`."""
-    report = assess(evaluation_set, k=k, query_ids=query_ids, paths=paths)
+    report = assess(
+        evaluation_set, k=k, query_ids=query_ids, paths=paths, fresh_minutes=fresh_minutes
+    )
     EvaluationRun.objects.create(
         evaluation_set=evaluation_set,
         kind=kind,
@@ -71,17 +76,16 @@ def assess(
     k: int = 10,
     query_ids: Sequence[str] | None = None,
     paths: Sequence[str] = ALL_PATHS,
-    search: EvaluationSearch | None = None,
+    fresh_minutes: float | None = None,
 ) -> Report:
     """Run `paths` over the set's queries (those of `query_ids` when given) and score them
-    against its judgments. `search` (made for `k` when not given) is how a benchmark
-    tries other settings of the paths."""
+    against its judgments; `fresh_minutes` as `fresh_listings` takes it."""
     queries = dict(evaluation_set.queries.values_list("external_id", "text"))
     if query_ids is not None:
         queries = {qid: queries[qid] for qid in query_ids}
     documents_of = _documents_of(evaluation_set)
-    fresh = fresh_listings(evaluation_set)
-    search = search or EvaluationSearch(audience=evaluation_set.source.audience, k=k, fresh=fresh)
+    fresh = fresh_listings(evaluation_set, fresh_minutes)
+    search = EvaluationSearch(audience=evaluation_set.source.audience, k=k, fresh=fresh)
     runs = run_paths(search, queries, paths)
     scored_runs = {
         path: _as_documents(rankings, documents_of) for path, rankings in runs.rankings.items()
@@ -109,11 +113,15 @@ def assess(
     )
 
 
-def fresh_listings(evaluation_set: EvaluationSet) -> frozenset[int]:
-    """The newest tenth of the set's active listings, by when they were first made."""
+def fresh_listings(evaluation_set: EvaluationSet, minutes: float | None = None) -> frozenset[int]:
+    """The set's active listings made in the last `minutes`, or (None) the newest tenth of
+    them, by when they were first made: those the simulated cache never saw."""
     listings = Listing.objects.filter(
         records__source=evaluation_set.source, status=Listing.Status.ACTIVE
     ).distinct()
+    if minutes is not None:
+        since = timezone.now() - timedelta(minutes=minutes)
+        return frozenset(listings.filter(created_at__gte=since).values_list("id", flat=True))
     newest = math.ceil(listings.count() * FRESH_FRACTION)
     ids = listings.order_by("-created_at", "-id").values_list("id", flat=True)[:newest]
     return frozenset(ids)

@@ -17,7 +17,6 @@ Invariants a change must keep:
   runs public searches.
 """
 
-import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import cache
@@ -30,6 +29,7 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED
+from ingestion.tokens import digest
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
@@ -134,10 +134,11 @@ async def _evaluation_source(request: HttpRequest) -> tuple[int, str] | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
-    # The digest ApiToken keeps (ingestion.tokens), never the token itself.
-    digest = hashlib.sha256(token.strip().encode()).hexdigest()
     rows = await fetch_with_local_settings(
-        EVALUATION_TAG, _SET_SOURCE_BY_DIGEST, {"digest": digest}, Deadline.after(LOOKUP_MS)
+        EVALUATION_TAG,
+        _SET_SOURCE_BY_DIGEST,
+        {"digest": digest(token.strip())},
+        Deadline.after(LOOKUP_MS),
     )
     return (int(rows[0][0]), str(rows[0][1])) if rows else None
 

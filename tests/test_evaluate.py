@@ -3,16 +3,19 @@ the real import, the real search paths, the real model and a real Celery worker.
 
 import json
 import subprocess
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 
 from evaluation.importing import import_collection
 from evaluation.models import EvaluationRun, EvaluationSet
 from evaluation.runs import evaluate
+from ingestion.models import Listing
 from tests.conftest import wait_until
 from tests.scraping import scrape_sync
 from tests.test_collections import write
@@ -192,3 +195,16 @@ def test_a_set_is_scored_on_its_own_documents_whatever_else_is_imported(
 
     assert twin.source.audience != collection.source.audience
     assert evaluate(collection, k=3).paths == alone.paths
+
+
+def test_fresh_can_mean_ingested_in_the_last_minutes(collection: EvaluationSet) -> None:
+    mine = Listing.objects.filter(records__source=collection.source)
+    mine.update(created_at=timezone.now() - timedelta(hours=2))
+    mine.filter(records__external_id__in=["d3", "d10"]).update(created_at=timezone.now())
+
+    report = evaluate(collection, k=3, fresh_minutes=60)
+
+    fresh = report.slices["freshness"]["fresh"]
+    assert (report.fresh_documents, fresh["queries"]) == (2, 2)  # q3 -> d10, q4 -> d3
+    assert fresh["cache_fallback_without_merge"]["recall@3"] == 0.0
+    assert fresh["cache_fallback"]["recall@3"] > 0

@@ -23,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, default=10, help="the recall cutoff (default 10)")
         parser.add_argument("--json", action="store_true", help='print {"paths", "slices"}')
         parser.add_argument(
+            "--fresh-minutes",
+            type=float,
+            help="fresh: documents ingested in the last N minutes (default: the newest tenth)",
+        )
+        parser.add_argument(
             "--last", action="store_true", help="show the latest guardrail run, run nothing"
         )
 
@@ -36,7 +41,9 @@ class Command(BaseCommand):
             raise CommandError("--k must be from 1 to 50")
         evaluation_set = _evaluation_set(options["collection"])
         try:
-            report = evaluate(evaluation_set, k=options["k"])
+            report = evaluate(
+                evaluation_set, k=options["k"], fresh_minutes=options["fresh_minutes"]
+            )
         except NoEvaluationGenerationError as error:
             raise CommandError(str(error)) from error
         failed = {path: n for path, n in report.failures.items() if n}
@@ -47,7 +54,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{report.evaluation_set}: {report.queries} queries, k={report.k},"
-            f" {report.fresh_documents} fresh documents (the newest tenth)\n"
+            f" {report.fresh_documents} fresh documents"
+            f" ({_fresh_band(options['fresh_minutes'])})\n"
         )
         self.stdout.write(_table("all queries", report.paths | report.slices["variants"]))
         for label, row in sorted(report.slices["query_class"].items()):
@@ -78,6 +86,10 @@ class Command(BaseCommand):
         columns = (recall_at(last.k), NDCG_AT_10, MRR_AT_10)
         rows = {p: {c: figures[p][c] for c in columns} for p in ALL_PATHS if p in figures}
         self.stdout.write(_table("sampled queries", rows))
+
+
+def _fresh_band(minutes: float | None) -> str:
+    return "the newest tenth" if minutes is None else f"ingested in the last {minutes:g} minutes"
 
 
 def _evaluation_set(name: str) -> EvaluationSet:
