@@ -51,17 +51,7 @@ def patched(owner: object, name: str, value: object) -> Iterator[None]:
 def any_term_ranking(weights: str, normalisation: int) -> Iterator[None]:
     """The lexical statements rebuilt with other ts_rank settings; the prepared ones (made
     from the defaults) set aside so the new text is what runs."""
-    statements = {
-        tsquery: pg_lexical._SEARCH.format(
-            tsquery=tsquery,
-            max_terms=pg_lexical.MAX_TERMS,
-            per_term=pg_lexical.PER_TERM,
-            generator_share=pg_lexical.GENERATOR_SHARE,
-            weights=weights,
-            normalisation=normalisation,
-        )
-        for tsquery in pg_lexical._STATEMENTS
-    }
+    statements = pg_lexical.statements(weights, normalisation)
     unprepared = dict.fromkeys(pg_lexical._PREPARED, ("unprepared", ""))
     with (
         patched(pg_lexical, "_STATEMENTS", statements),

@@ -40,9 +40,7 @@ def run(rng: random.Random | None = None) -> Report | None:
     evaluation_set = guarded_set()
     if evaluation_set is None:
         return None
-    judged = sorted(
-        set(evaluation_set.judgments.filter(relevant=True).values_list("query_id", flat=True))
-    )
+    judged = sorted(evaluation_set.relevant_documents())
     size = min(settings.EVALUATION_GUARDRAIL_QUERIES, len(judged))
     # A different sample each run, so over time every judged query is watched.
     sample = (rng or random.Random()).sample(judged, size)  # noqa: S311 (not a secret)

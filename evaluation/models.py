@@ -24,6 +24,14 @@ class EvaluationSet(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def relevant_documents(self) -> dict[str, set[str]]:
+        """Query id -> the documents judged relevant to it, for the queries that have any."""
+        relevant: dict[str, set[str]] = {}
+        pairs = self.judgments.filter(relevant=True).values_list("query_id", "document_id")
+        for query_id, document_id in pairs:
+            relevant.setdefault(query_id, set()).add(document_id)
+        return relevant
+
 
 class EvaluationQuery(models.Model):
     evaluation_set = models.ForeignKey(

@@ -117,8 +117,8 @@ class _MemoryCache:
         self.entries[key] = ranking
 
 
-async def _no_warming(key: str, query: Query) -> None:
-    pass
+async def no_warming(key: str, query: Query) -> None:
+    """Evaluation searches never warm the cache: warming runs public searches."""
 
 
 @dataclass
@@ -217,7 +217,7 @@ class EvaluationSearch:
             active_generation=_fixed(generation),
             breaker=_AlwaysClosed(),
             admission=AdmissionLimit(1),
-            warm=_no_warming,
+            warm=no_warming,
         )
         try:
             return await hybrid_search(query, deadline, deps)

@@ -90,7 +90,9 @@ def assess(
     scored_runs = {
         path: _as_documents(rankings, documents_of) for path, rankings in runs.rankings.items()
     }
-    relevant = _relevant(evaluation_set, queries)
+    relevant = {
+        qid: docs for qid, docs in evaluation_set.relevant_documents().items() if qid in queries
+    }
     scores = score_paths(relevant, scored_runs, recall_k=k)
     fresh_documents = {doc for listing in fresh for doc in documents_of.get(listing, ())}
     return Report(
@@ -142,14 +144,6 @@ def _as_documents(rankings: Mapping[str, list[int]], documents_of: Mapping[int, 
         query_id: [doc for listing in ranking for doc in documents_of.get(listing, ())]
         for query_id, ranking in rankings.items()
     }
-
-
-def _relevant(evaluation_set: EvaluationSet, queries: Mapping[str, str]) -> dict[str, set[str]]:
-    relevant: dict[str, set[str]] = {}
-    judged = evaluation_set.judgments.filter(relevant=True, query_id__in=list(queries))
-    for query_id, document_id in judged.values_list("query_id", "document_id"):
-        relevant.setdefault(query_id, set()).add(document_id)
-    return relevant
 
 
 def _within(relevant: Mapping[str, set[str]], band: set[str]) -> dict[str, set[str]]:

@@ -162,10 +162,7 @@ def _judged_queries(
     evaluation_set: EvaluationSet,
 ) -> tuple[dict[str, str], dict[str, set[str]]]:
     """The set's queries with at least one relevant document, and those documents."""
-    judgments: dict[str, set[str]] = {}
-    relevant = evaluation_set.judgments.filter(relevant=True)
-    for query_id, document_id in relevant.values_list("query_id", "document_id"):
-        judgments.setdefault(query_id, set()).add(document_id)
+    judgments = evaluation_set.relevant_documents()
     texts = evaluation_set.queries.filter(external_id__in=list(judgments))
     return dict(texts.values_list("external_id", "text")), judgments
 

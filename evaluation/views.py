@@ -28,7 +28,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
-from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED
+from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED, no_warming
 from ingestion.tokens import digest
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
@@ -42,7 +42,7 @@ from retrieval.pg import fetch_with_local_settings
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies, searchable_generation
-from retrieval.types import Query, Reason, StageTimeoutError
+from retrieval.types import Reason, StageTimeoutError
 from retrieval.views import answer, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's
@@ -112,10 +112,6 @@ def _generation_of(audience: str) -> Callable[[Deadline], Awaitable[int | None]]
     return active
 
 
-async def _no_warming(key: str, query: Query) -> None:
-    pass
-
-
 def _dependencies(audience: str) -> Dependencies:
     """The public wiring, pointed at an evaluation set's audience. Made per request from
     `dependencies()`, so it is always the process's current admission limit."""
@@ -124,7 +120,7 @@ def _dependencies(audience: str) -> Dependencies:
         lexical=PgLexicalIndex(audience),
         active_generation=_generation_of(audience),
         breaker=vector_gate(),
-        warm=_no_warming,
+        warm=no_warming,
     )
 
 

@@ -131,17 +131,25 @@ def _prepare(number: int, statement: str) -> tuple[str, str]:
     return name, f"EXECUTE {name}({', '.join(placeholders)})"
 
 
-_STATEMENTS = {
-    tsquery: _SEARCH.format(
-        tsquery=tsquery,
-        max_terms=MAX_TERMS,
-        per_term=PER_TERM,
-        generator_share=GENERATOR_SHARE,
-        weights=ANY_TERM_WEIGHTS,
-        normalisation=ANY_TERM_NORMALISATION,
-    )
-    for tsquery in (_WEBSEARCH, _ANY_OF)
-}
+def statements(
+    weights: str = ANY_TERM_WEIGHTS, normalisation: int = ANY_TERM_NORMALISATION
+) -> dict[str, str]:
+    """The search statement for each tsquery form, with the any-term tier's ts_rank
+    settings (other values only for bench/quality.py to compare)."""
+    return {
+        tsquery: _SEARCH.format(
+            tsquery=tsquery,
+            max_terms=MAX_TERMS,
+            per_term=PER_TERM,
+            generator_share=GENERATOR_SHARE,
+            weights=weights,
+            normalisation=normalisation,
+        )
+        for tsquery in (_WEBSEARCH, _ANY_OF)
+    }
+
+
+_STATEMENTS = statements()
 _PREPARED = {
     tsquery: _prepare(n, statement) for n, (tsquery, statement) in enumerate(_STATEMENTS.items())
 }
