@@ -31,7 +31,12 @@ _OPERATOR = re.compile(_NEGATION.pattern + r"|\S\s+or\s+\S", re.IGNORECASE)
 
 
 class BadQueryError(ValueError):
-    """A request parameter we refuse; str(error) is the user-facing message (HTTP 400)."""
+    """A request parameter we refuse; str(error) is the user-facing message (HTTP 400)
+    and `parameter` the name of the parameter it is about, for the response to say."""
+
+    def __init__(self, message: str, *, parameter: str = "q") -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 def parse_query(
@@ -95,4 +100,4 @@ def _parse_k(raw: str | None, max_k: int, default_k: int) -> int:
         return default_k
     if _K.fullmatch(raw) and 1 <= int(raw) <= max_k:
         return int(raw)
-    raise BadQueryError(f"k must be a whole number from 1 to {max_k}")
+    raise BadQueryError(f"k must be a whole number from 1 to {max_k}", parameter="k")
