@@ -157,6 +157,15 @@ def test_k_limits_are_configurable() -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw_q", "raw_k", "parameter"), [("", None, "q"), ("a\x00", None, "q"), ("jazz", "0", "k")]
+)
+def test_each_refusal_names_its_parameter(raw_q: str, raw_k: str | None, parameter: str) -> None:
+    with pytest.raises(BadQueryError) as caught:
+        parse_query(raw_q, raw_k)
+    assert caught.value.parameter == parameter
+
+
+@pytest.mark.parametrize(
     ("raw_q", "expected"),
     [
         ("jazz", "single_term"),
