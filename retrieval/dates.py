@@ -189,7 +189,8 @@ def _written(value: str, parameter: str) -> date:
 def shortcut_range(
     shortcut: Shortcut, *, now: datetime, zone: ZoneInfo
 ) -> tuple[datetime, datetime]:
-    """[start, end) of a relative shortcut at `now`, in `zone`."""
+    """[start, end) of a relative shortcut at `now` in `zone`, as UTC instants (so that
+    subtracting them gives real hours, not the wall-clock ones of one zone)."""
     local = now.astimezone(zone)
     today = local.date()
     if shortcut == "today":
@@ -201,13 +202,14 @@ def shortcut_range(
     # Same tzinfo, so this adds wall-clock days: 19:00 stays 19:00 across a change of clocks.
     week_on = (local + timedelta(days=7)).astimezone(UTC)
     whole_minute = week_on.replace(second=0, microsecond=0)
-    return now, whole_minute if whole_minute == week_on else whole_minute + timedelta(minutes=1)
+    rounded_up = whole_minute if whole_minute == week_on else whole_minute + timedelta(minutes=1)
+    return now.astimezone(UTC), rounded_up
 
 
 def _midnight(day: date, zone: ZoneInfo) -> datetime:
-    """The start of `day` in `zone`. Where clocks jump over midnight, fold=0 takes the
+    """The start of `day` in `zone`, in UTC. Where clocks jump over midnight, fold=0 takes the
     offset before the jump, which lands on the jump itself: the day's first instant."""
-    return datetime.combine(day, time(), tzinfo=zone)
+    return datetime.combine(day, time(), tzinfo=zone).astimezone(UTC)
 
 
 def _unreadable(parameter: str) -> BadQueryError:

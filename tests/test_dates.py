@@ -142,6 +142,13 @@ def test_days_across_a_change_of_clocks_run_midnight_to_midnight(
     assert end - start == timedelta(hours=hours)
 
 
+def test_a_day_whose_midnight_the_clocks_skip_starts_at_the_jump() -> None:
+    sao_paulo = ZoneInfo("America/Sao_Paulo")  # 4 November 2018: 00:00 -03 became 01:00 -02
+    start, end = shortcut_range("today", now=utc(2018, 11, 4, 15), zone=sao_paulo)
+    assert (start, end) == (utc(2018, 11, 4, 3), utc(2018, 11, 5, 2))
+    assert end - start == timedelta(hours=23)
+
+
 # Monday 20 to Sunday 26 October 2025, then Monday 27: the weekend of the 25th and 26th
 # runs from Saturday 00:00 BST to Monday 00:00 GMT, 49 hours.
 @pytest.mark.parametrize(
