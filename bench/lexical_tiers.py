@@ -41,7 +41,7 @@ def main() -> None:
 
         base = records(2000, SHARED_DATA if SHARED_DATA.exists() else None)
         texts = [*queries(200, base), *TYPED]
-        statement = pg_lexical._STATEMENTS[pg_lexical._WEBSEARCH]
+        statement = pg_lexical.statements()[pg_lexical._WEBSEARCH]
 
         def ranked(cursor: CursorWrapper, text: str, relax: bool) -> tuple[list[int], float]:
             params: dict[str, str | int] = {

@@ -35,6 +35,7 @@ from evaluation.models import EvaluationSet  # noqa: E402
 from evaluation.paths import HYBRID, LEXICAL, VECTOR  # noqa: E402
 from evaluation.runs import assess  # noqa: E402
 from retrieval import hybrid, pg_lexical  # noqa: E402
+from retrieval.filters import DEFAULT_SHAPE, Shape  # noqa: E402
 
 
 @contextmanager
@@ -51,10 +52,13 @@ def patched(owner: object, name: str, value: object) -> Iterator[None]:
 def any_term_ranking(weights: str, normalisation: int) -> Iterator[None]:
     """The lexical statements rebuilt with other ts_rank settings; the prepared ones (made
     from the defaults) set aside so the new text is what runs."""
-    statements = pg_lexical.statements(weights, normalisation)
+
+    def statements(of: Shape = DEFAULT_SHAPE) -> dict[str, str]:
+        return pg_lexical.statements(weights, normalisation, of)
+
     unprepared = dict.fromkeys(pg_lexical._PREPARED, ("unprepared", ""))
     with (
-        patched(pg_lexical, "_STATEMENTS", statements),
+        patched(pg_lexical, "_statements", statements),
         patched(pg_lexical, "_PREPARED", unprepared),
     ):
         yield

@@ -41,10 +41,13 @@ from retrieval.query import parse_query
 from retrieval.query_embedder import OnnxQueryEmbedder
 from retrieval.service import searchable_generation
 from retrieval.types import (
+    DEFAULT_FILTERS,
     CachedRanking,
     Candidate,
+    LexicalResult,
     Mode,
     Query,
+    SearchFilters,
     SearchOutcome,
     StageTimeoutError,
 )
@@ -88,13 +91,18 @@ class _MissesBudget:
     """A vector index whose search always comes back past its budget."""
 
     async def search(
-        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, deadline: Deadline
+        self,
+        embedding: npt.NDArray[np.float32],
+        generation: int,
+        limit: int,
+        deadline: Deadline,
+        filters: SearchFilters = DEFAULT_FILTERS,
     ) -> list[Candidate]:
         raise StageTimeoutError()
 
 
 class _LexicalDown:
-    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
         raise ConnectionError("lexical stage down (evaluation: cached ranking alone)")
 
 
@@ -175,8 +183,9 @@ class EvaluationSearch:
     ) -> list[int] | None:
         deadline = self._deadline()
         if path == LEXICAL:
-            found = await self.lexical.search(query, query.k, deadline.stages)
-            return await self._shown([c.listing_id for c in found], query, deadline)
+            found_lexically = await self.lexical.search(query, query.k, deadline.stages)
+            ids = [c.listing_id for c in found_lexically.candidates]
+            return await self._shown(ids, query, deadline)
         if path == VECTOR:
             embedding = await self.embedder.embed(query.text)
             found = await self.vector.search(embedding, generation, query.k, deadline.stages)

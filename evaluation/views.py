@@ -191,13 +191,13 @@ async def search(request: HttpRequest) -> JsonResponse:
             return JsonResponse({"error": str(exc)}, status=400)
         source_id, audience = source
         with metrics.uncounted():
-            outcome, listings = await answer(query, deadline, _dependencies(audience), audience)
-        body = outcome_json(outcome, listings)
-        body["documents"] = await _documents(source_id, [view.id for view in listings])
+            shown = await answer(query, deadline, _dependencies(audience), audience)
+        body = outcome_json(shown)
+        body["documents"] = await _documents(source_id, [view.id for view in shown.listings])
     except NoAnswerError as exc:
         return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except (StageTimeoutError, PoolTimeout, psycopg.Error, OSError):
         # The token or the documents could not be read: no answer, said as such.
         return unavailable([Reason.DATABASE_ERROR], 503, "the evaluation set could not be read")
-    body["timings_ms"] = timings_json(outcome)
+    body["timings_ms"] = timings_json(shown.outcome)
     return JsonResponse(body)

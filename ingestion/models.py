@@ -124,6 +124,33 @@ class Listing(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # What public searches filter on (migrations/0006): until when the listing counts as
+    # not ended (null when undated), its venue's and aliases' words unaccented, and
+    # the kinds of the sources behind it (kept by a trigger on the records).
+    current_until = models.GeneratedField(
+        expression=models.Func(
+            "starts_at",
+            "ends_at",
+            "all_day",
+            function="listing_current_until",
+            output_field=models.DateTimeField(),
+        ),
+        output_field=models.DateTimeField(),
+        db_persist=True,
+    )
+    venue_terms = models.GeneratedField(
+        expression=models.Func(
+            "venue",
+            "aliases",
+            function="listing_venue_terms",
+            output_field=ArrayField(models.TextField()),
+        ),
+        output_field=ArrayField(models.TextField()),
+        db_persist=True,
+    )
+    source_kinds = ArrayField(
+        models.CharField(max_length=16), default=list, blank=True, editable=False
+    )
     # Title alone: retrieval ranks title matches first when a term matches too many rows.
     title_vector = models.GeneratedField(
         expression=SearchVector("title", config=SEARCH_CONFIG),
@@ -137,6 +164,9 @@ class Listing(models.Model):
             GinIndex(fields=["title_vector"], name="listing_title_vector_gin"),
             GinIndex(fields=["title"], opclasses=["gin_trgm_ops"], name="listing_title_trgm"),
             models.Index(fields=["starts_at"], name="listing_starts_at"),
+            models.Index(fields=["current_until"], name="listing_current_until"),
+            GinIndex(fields=["venue_terms"], name="listing_venue_terms_gin"),
+            GinIndex(fields=["source_kinds"], name="listing_source_kinds_gin"),
         ]
 
     def __str__(self) -> str:
@@ -216,6 +246,10 @@ class ListingEmbedding(models.Model):
     embedding = VectorField()
     content_version = models.PositiveIntegerField()
     embedded_at = models.DateTimeField()
+    # The listing's dates, copied by triggers (migrations/0006): a vector search filters
+    # on them in the rows its index scan reads, without a join.
+    starts_at = models.DateTimeField(null=True, editable=False)
+    current_until = models.DateTimeField(null=True, editable=False)
 
     class Meta:
         db_table = "ingestion_listing_embedding"

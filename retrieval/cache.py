@@ -1,5 +1,5 @@
 """The result cache in Redis: complete hybrid rankings (ids only) under a key of the
-normalised query, k and the active generation.
+normalised query, its filters, k and the active generation.
 
 Invariants: a key names its generation, so an entry of another generation is never
 served; only complete hybrid rankings are put; a cache that is unreachable, or that cannot
@@ -34,7 +34,10 @@ _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis]"
 
 
 def cache_key(query: Query, generation: int) -> str:
-    digest = hashlib.sha256(query.normalised.encode()).hexdigest()[:32]
+    # The filters are part of what was asked: the same words under another filter are
+    # another ranking. (The page is not: every page is a slice of the one ranking.)
+    asked = f"{query.normalised}\x00{query.filters.key}"
+    digest = hashlib.sha256(asked.encode()).hexdigest()[:32]
     return f"searchsite:results:v1:g{generation}:k{query.k}:{digest}"
 
 

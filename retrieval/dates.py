@@ -30,12 +30,13 @@ written anew on every search.
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, get_args
 from zoneinfo import ZoneInfo
 
 from retrieval.query import BadQueryError
+from retrieval.types import UPCOMING, DateFilter
 
 Shortcut = Literal["today", "this-weekend", "next-7-days"]
 SHORTCUTS: tuple[Shortcut, ...] = get_args(Shortcut)
@@ -48,52 +49,6 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DATE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ].+", re.IGNORECASE)
 _YEARS = range(1900, 2201)
 _SATURDAY = 5  # date.weekday()
-# The unbounded filters' keys, by (not_ended, ended, undated).
-_NAMED = {
-    (True, False, True): "upcoming",
-    (False, True, False): "past",
-    (False, False, True): "any",
-}
-
-
-@dataclass(frozen=True)
-class DateFilter:
-    """Which listings a search may return by their dates; bounds are held in UTC.
-
-    (In UTC because two aware datetimes of one zone compare by wall time, fold ignored:
-    01:30 BST and 01:30 GMT on the night clocks go back would be equal.)"""
-
-    ends_after: datetime | None  # the event must end at or after this
-    starts_before: datetime | None  # the event must start before this (exclusive)
-    not_ended: bool  # only events that have not ended at the time of the search
-    ended: bool  # only events that have ended (when=past)
-    undated: bool  # listings without any date are included
-    key: str = field(init=False)  # canonical text for the result cache key
-
-    def __post_init__(self) -> None:
-        for name in ("ends_after", "starts_before"):
-            bound: datetime | None = getattr(self, name)
-            if bound is not None:
-                if bound.utcoffset() is None:
-                    raise ValueError(f"{name} must be an aware datetime")
-                object.__setattr__(self, name, bound.astimezone(UTC))
-        object.__setattr__(self, "key", self._canonical_key())
-
-    def _canonical_key(self) -> str:
-        flags = (self.not_ended, self.ended, self.undated)
-        if self.ends_after is None and self.starts_before is None and flags in _NAMED:
-            return _NAMED[flags]
-        parts = [
-            f"after={self.ends_after.isoformat() if self.ends_after else '-'}",
-            f"before={self.starts_before.isoformat() if self.starts_before else '-'}",
-        ]
-        parts += [name for name in ("not_ended", "ended", "undated") if getattr(self, name)]
-        return ";".join(parts)
-
-
-UPCOMING = DateFilter(
-    ends_after=None, starts_before=None, not_ended=True, ended=False, undated=True
-)
 PAST = DateFilter(ends_after=None, starts_before=None, not_ended=False, ended=True, undated=False)
 ANY = DateFilter(ends_after=None, starts_before=None, not_ended=False, ended=False, undated=True)
 

@@ -112,6 +112,8 @@ def parse_caller_timeout(param: str | None, header: str | None) -> float | None:
     for name, raw in (("timeout_ms", param), ("X-Request-Timeout-Ms", header)):
         if raw:
             if not _MILLISECONDS.fullmatch(raw):
-                raise BadQueryError(f"{name} must be a number of milliseconds, 0 or more")
+                raise BadQueryError(
+                    f"{name} must be a number of milliseconds, 0 or more", parameter=name
+                )
             return float(raw)
     return None

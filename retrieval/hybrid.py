@@ -38,6 +38,7 @@ from retrieval.protocols import (
 from retrieval.types import (
     CachedRanking,
     Candidate,
+    LexicalResult,
     Mode,
     Query,
     Reason,
@@ -97,6 +98,7 @@ class _VectorStage:
             self.generation,
             self.limit,
             deadline,
+            self.query.filters,
         )
 
 
@@ -175,7 +177,8 @@ async def hybrid_search(
             if metrics.counted():
                 metrics.VECTOR_ELIGIBLE.inc()
         vector = await _vector_result(vector_task, stage, deadline, deps, reasons)
-        lexical = await _lexical_result(lexical_task, deadline.stages, reasons)
+        found = await _lexical_result(lexical_task, deadline.stages, reasons)
+        lexical = found.candidates if found is not None else None
     except BaseException:
         # Parent cancellation (or a bug): stop both branches, their SQL with them.
         _cancel(lexical_task, vector_task)
@@ -188,6 +191,7 @@ async def hybrid_search(
         outcome = await _fallback(query, generation, lexical, vector, reasons, deadline, deps)
     timings.embed_ms = stage.embed_ms if stage else None
     outcome.timings = timings
+    outcome.suggestion = found.suggestion if found is not None else None
     return outcome
 
 
@@ -260,8 +264,8 @@ async def _vector_result(
 
 
 async def _lexical_result(
-    task: "asyncio.Task[list[Candidate]]", deadline: Deadline, reasons: list[Reason]
-) -> list[Candidate] | None:
+    task: "asyncio.Task[LexicalResult]", deadline: Deadline, reasons: list[Reason]
+) -> LexicalResult | None:
     settled = await _settle(task, deadline.remaining_ms())
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()

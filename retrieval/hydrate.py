@@ -1,37 +1,55 @@
 """From ranked ids to what a response shows. Every response goes through here, so this is
 where withdrawn or edited listings are kept from resurfacing: rows are re-read now,
-whatever stage or cache the ids came from.
+whatever stage or cache the ids came from, and the search's filters are applied again, so
+a cached ranking never shows an event that has ended since it was cached.
 
-Invariant: the first `k` ids of the ranking that can be shown (active, of the search's
-audience) are shown, in its order; a withdrawn one never takes a slot, so a ranking longer
-than `k` still fills the page. It runs by the search's deadline, with a server-side
-timeout like every other statement."""
+Invariant: the first `k` ids of the ranking from `offset` on that can be shown (active, of
+the search's audience, passing its filters) are shown, in its order; a withdrawn one never
+takes a slot, so a ranking longer than `k` still fills the page. It runs by the search's
+deadline, with a server-side timeout like every other statement."""
 
 import html
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
 from ingestion.models import Audience
 from retrieval.deadline import Deadline
+from retrieval.filters import Shape, conditions, parameters, shape
 from retrieval.pg import LISTINGS_TAG, fetch_with_local_settings
+from retrieval.types import DEFAULT_FILTERS, SearchFilters
 
-# The headline, the costly part, is made for the shown rows only.
+# The headline and the provenance, the costly parts, are made for the shown rows only.
 _LISTINGS = """
 WITH shown AS (
-    SELECT l.id, l.title, l.venue, l.starts_at, l.url, l.description, ranked.position
+    SELECT l.id, l.title, l.venue, l.starts_at, l.ends_at, l.timezone, l.all_day, l.url,
+           l.description, ranked.position
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS ranked(id, position)
     JOIN ingestion_listing l ON l.id = ranked.id
-    WHERE l.status = 'active' AND l.audience = %(audience)s
+    WHERE l.status = 'active' AND l.audience = %(audience)s{filters}
     ORDER BY ranked.position
+    OFFSET %(offset)s
     LIMIT %(k)s
 )
-SELECT id, title, venue, starts_at, url,
+SELECT id, title, venue, starts_at, ends_at, timezone, all_day, url,
        ts_headline('english', coalesce(nullif(description, ''), title),
                    websearch_to_tsquery('english', %(text)s),
-                   'MaxFragments=1, MaxWords=30, MinWords=12, StartSel=\ue000, StopSel=\ue001')
+                   'MaxFragments=1, MaxWords=30, MinWords=12, StartSel=\ue000, StopSel=\ue001'),
+       -- The sources whose live records make up the listing, first seen first.
+       (SELECT coalesce(json_agg(json_build_array(p.name, p.kind) ORDER BY p.seen, p.id), '[]')
+        FROM (SELECT s.id, s.name, s.kind, min(r.first_seen_at) AS seen
+              FROM ingestion_sourcerecord r JOIN ingestion_source s ON s.id = r.source_id
+              WHERE r.listing_id = shown.id AND NOT r.withdrawn
+              GROUP BY s.id) AS p)
 FROM shown
 ORDER BY position
 """
+
+
+@dataclass(frozen=True)
+class Provenance:
+    name: str  # the source's
+    kind: str  # feed, calendar or editorial
 
 
 @dataclass(frozen=True)
@@ -39,9 +57,18 @@ class ListingView:
     id: int
     title: str
     venue: str
-    start: datetime | None
+    starts_at: datetime | None
+    ends_at: datetime | None
+    timezone: str  # the listing's own IANA zone, "" when its source gave none
+    all_day: bool
     url: str
     snippet: str  # HTML: the listing's text escaped, <mark> around the matched words
+    sources: tuple[Provenance, ...]
+
+
+@cache
+def _statement(of: Shape) -> str:
+    return _LISTINGS.format(filters=conditions(of))
 
 
 async def hydrate(
@@ -50,20 +77,41 @@ async def hydrate(
     k: int,
     deadline: Deadline,
     audience: str = Audience.PUBLIC,
+    filters: SearchFilters = DEFAULT_FILTERS,
+    offset: int = 0,
 ) -> list[ListingView]:
-    """The first `k` showable listings of `ids` (active, of `audience`), best first.
-    StageTimeoutError when the deadline passes first."""
+    """The `k` showable listings of `ids` (active, of `audience`, passing `filters`) after
+    the first `offset` of them, best first. StageTimeoutError when the deadline passes
+    first."""
     if not ids:
         return []
     rows = await fetch_with_local_settings(
         LISTINGS_TAG,
-        _LISTINGS,
-        {"ids": ids, "text": text, "k": k, "audience": audience},
+        _statement(shape(filters)),
+        {
+            "ids": ids,
+            "text": text,
+            "k": k,
+            "offset": offset,
+            "audience": audience,
+            **parameters(filters),
+        },
         deadline,
     )
     return [
-        ListingView(id_, title, venue, start, url, _marked(headline))
-        for id_, title, venue, start, url, headline in rows
+        ListingView(
+            id_,
+            title,
+            venue,
+            starts_at,
+            ends_at,
+            zone,
+            all_day,
+            url,
+            _marked(headline),
+            tuple(Provenance(name, kind) for name, kind in sources),
+        )
+        for id_, title, venue, starts_at, ends_at, zone, all_day, url, headline, sources in rows
     ]
 
 

@@ -30,11 +30,14 @@ judged collection's documents are never a public search's candidates, nor its sp
 corrections (the vocabulary is of public listings only), nor in its term statistics.
 """
 
+from functools import cache
+
 from ingestion.models import Audience
 from retrieval.deadline import Deadline
+from retrieval.filters import DEFAULT_SHAPE, Shape, conditions, parameters, shape
 from retrieval.pg import LEXICAL_TAG, fetch_with_local_settings, prepare_on_connect
 from retrieval.query import requires_every_term
-from retrieval.types import Candidate, Query
+from retrieval.types import Candidate, LexicalResult, Query
 
 POOL = 1000
 # The any-term tier: the rarest MAX_TERMS terms of a query (16 against 8 was recall@10
@@ -60,12 +63,12 @@ _SEARCH = """
 WITH q AS (SELECT {tsquery} AS tsq),
 pool AS (
     (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score FROM ingestion_listing l, q
-     WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s
+     WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     UNION ALL
     (SELECT l.id, ts_rank(l.search_vector, q.tsq) FROM ingestion_listing l, q
      WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
-       AND l.status = 'active' AND l.audience = %(audience)s
+       AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     LIMIT %(pool)s
 ),
@@ -90,7 +93,8 @@ candidates AS (
           UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
     CROSS JOIN LATERAL (
         SELECT l.id, l.search_vector FROM ingestion_listing l
-        WHERE l.search_vector @@ t.tsq AND l.status = 'active' AND l.audience = %(audience)s
+        WHERE l.search_vector @@ t.tsq
+          AND l.status = 'active' AND l.audience = %(audience)s{filters}
         LIMIT {per_term}) AS found
     -- One-time filter: with a full first tier, no term's index is read at all.
     WHERE (SELECT count(*) FROM every_term) < %(relax_below)s
@@ -132,10 +136,12 @@ def _prepare(number: int, statement: str) -> tuple[str, str]:
 
 
 def statements(
-    weights: str = ANY_TERM_WEIGHTS, normalisation: int = ANY_TERM_NORMALISATION
+    weights: str = ANY_TERM_WEIGHTS,
+    normalisation: int = ANY_TERM_NORMALISATION,
+    of: Shape = DEFAULT_SHAPE,
 ) -> dict[str, str]:
-    """The search statement for each tsquery form, with the any-term tier's ts_rank
-    settings (other values only for bench/quality.py to compare)."""
+    """The search statement for each tsquery form and the filter shape `of`, with the
+    any-term tier's ts_rank settings (other values only for bench/quality.py to compare)."""
     return {
         tsquery: _SEARCH.format(
             tsquery=tsquery,
@@ -144,15 +150,19 @@ def statements(
             generator_share=GENERATOR_SHARE,
             weights=weights,
             normalisation=normalisation,
+            filters=conditions(of),
         )
         for tsquery in (_WEBSEARCH, _ANY_OF)
     }
 
 
-_STATEMENTS = statements()
+_statements = cache(statements)
+# Only the default shape is prepared on every connection: it is nearly every search, and
+# it binds no filter values; another shape's text is sent, and planned, each time.
 _PREPARED = {
-    tsquery: _prepare(n, statement) for n, (tsquery, statement) in enumerate(_STATEMENTS.items())
+    tsquery: _prepare(n, statement) for n, (tsquery, statement) in enumerate(_statements().items())
 }
+
 
 _CORRECTIONS = """
 SELECT t.term, best.word
@@ -171,58 +181,70 @@ class PgLexicalIndex:
     def __init__(self, audience: str = Audience.PUBLIC) -> None:
         self.audience = audience
 
-    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
         # Up to three statements share the one deadline: a correction runs on what the
         # first search left, never on a budget of its own.
         # Partial matches are read only while every-term ones fill less than a page
         # (k), and never for a phrase or a negation (what the query's syntax asks for).
         relax_below = 0 if requires_every_term(query.text) else min(query.k, limit)
-        found = await self._search(_WEBSEARCH, query.text, limit, deadline, relax_below)
+        found = await self._search(_WEBSEARCH, query, query.text, limit, deadline, relax_below)
         # "Did you mean": only a query that finds nothing pays for spelling correction;
         # near misses among partial matches are the vector stage's to find.
         if found or not query.normalised:
-            return found
-        corrected = await _corrections(query.normalised.split(), deadline)
-        if not corrected:
-            return found
-        # Any corrected word is enough already: nothing to relax.
-        return await self._search(_ANY_OF, " | ".join(corrected), limit, deadline, 0)
+            return LexicalResult(found)
+        terms = query.normalised.split()
+        corrections = await _corrections(terms, deadline)
+        if not corrections:
+            return LexicalResult(found)
+        # Any corrected word is enough already: nothing to relax. Each is quoted as one
+        # tsquery lexeme, so nothing in it can act as an operator.
+        quoted = ["'" + word.replace("'", "''") + "'" for word in corrections.values()]
+        found = await self._search(_ANY_OF, query, " | ".join(quoted), limit, deadline, 0)
+        # The query as typed, each misspelt word replaced: what the user is offered.
+        suggestion = " ".join(corrections.get(term, term) for term in terms)
+        return LexicalResult(found, suggestion if found else None)
 
     async def _search(
-        self, tsquery: str, text: str, limit: int, deadline: Deadline, relax_below: int
+        self,
+        tsquery: str,
+        query: Query,
+        text: str,
+        limit: int,
+        deadline: Deadline,
+        relax_below: int,
     ) -> list[Candidate]:
+        of = shape(query.filters)
         rows = await fetch_with_local_settings(
             LEXICAL_TAG,
-            _STATEMENTS[tsquery],
+            _statements(of=of)[tsquery],
             {
                 "text": text,
                 "pool": POOL,
                 "limit": limit,
                 "audience": self.audience,
                 "relax_below": relax_below,
+                **parameters(query.filters),
             },
             deadline,
             # The statement's plan shape never depends on the text, but with the any-term
             # tier Postgres judged a generic plan dearer than a custom one and planned
             # every execution again (0.46 ms of a 2.7 ms median at 100,000 listings).
             local={"plan_cache_mode": "force_generic_plan"},
-            prepared=_PREPARED[tsquery],
+            prepared=_PREPARED[tsquery] if of == DEFAULT_SHAPE else None,
         )
         return [Candidate(int(row[0]), float(row[1])) for row in rows]
 
 
-async def _corrections(terms: list[str], deadline: Deadline) -> list[str]:
-    """Vocabulary words for misspelt terms (0.2 ms a word, against 53 ms for trigram
-    similarity over whole titles)."""
+async def _corrections(terms: list[str], deadline: Deadline) -> dict[str, str]:
+    """Vocabulary words for misspelt terms, by term (0.2 ms a word, against 53 ms for
+    trigram similarity over whole titles)."""
     terms = [t for t in terms if len(t) >= 3][:8]
     if not terms:
-        return []
+        return {}
     rows = await fetch_with_local_settings(
         LEXICAL_TAG,
         _CORRECTIONS,
         {"terms": terms},
         deadline,
     )
-    # Each corrected word is quoted as one tsquery lexeme source, so nothing in it can act
-    # as an operator.
-    return ["'" + str(word).replace("'", "''") + "'" for _, word in rows]
+    return {str(term): str(word) for term, word in rows}

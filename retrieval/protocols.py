@@ -12,13 +12,20 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval.deadline import Deadline
-from retrieval.types import CachedRanking, Candidate, Query
+from retrieval.types import (
+    DEFAULT_FILTERS,
+    CachedRanking,
+    Candidate,
+    LexicalResult,
+    Query,
+    SearchFilters,
+)
 
 
 class LexicalIndex(Protocol):
-    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
-        """Best lexical candidates first, active listings only; all of its statements
-        together end by `deadline` (enforced server-side)."""
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
+        """Best lexical candidates first, active listings passing `query.filters` only;
+        all of its statements together end by `deadline` (enforced server-side)."""
         ...
 
 
@@ -29,9 +36,10 @@ class VectorIndex(Protocol):
         generation: int,
         limit: int,
         deadline: Deadline,
+        filters: SearchFilters = DEFAULT_FILTERS,
     ) -> list[Candidate]:
-        """Nearest active listings of `generation` only, by `deadline` (enforced
-        server-side)."""
+        """Nearest active listings of `generation` only that pass `filters`, by
+        `deadline` (enforced server-side)."""
         ...
 
 

@@ -101,3 +101,12 @@ def _parse_k(raw: str | None, max_k: int, default_k: int) -> int:
     if _K.fullmatch(raw) and 1 <= int(raw) <= max_k:
         return int(raw)
     raise BadQueryError(f"k must be a whole number from 1 to {max_k}", parameter="k")
+
+
+def parse_page(raw: str | None, max_page: int) -> int:
+    """Which page of k results, from 1: every page is a slice of the one ranking."""
+    if not raw:
+        return 1
+    if _K.fullmatch(raw) and 1 <= int(raw) <= max_page:
+        return int(raw)
+    raise BadQueryError(f"page must be a whole number from 1 to {max_page}", parameter="page")

@@ -4,6 +4,7 @@ Outcomes are values, not exceptions: every response says how it was produced (`m
 whether it is degraded, and why (`reasons`, from a fixed set)."""
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 
 
@@ -33,6 +34,72 @@ class StageTimeoutError(Exception):
     outcome as its budget running out on the client side, whichever came first."""
 
 
+# The unbounded filters' keys, by (not_ended, ended, undated).
+_NAMED = {
+    (True, False, True): "upcoming",
+    (False, True, False): "past",
+    (False, False, True): "any",
+}
+
+
+@dataclass(frozen=True)
+class DateFilter:
+    """Which listings a search may return by their dates (retrieval/dates.py makes one
+    from a request's `when`, `from` and `to`); bounds are held in UTC.
+
+    (In UTC because two aware datetimes of one zone compare by wall time, fold ignored:
+    01:30 BST and 01:30 GMT on the night clocks go back would be equal.)"""
+
+    ends_after: datetime | None  # the event must end at or after this
+    starts_before: datetime | None  # the event must start before this (exclusive)
+    not_ended: bool  # only events that have not ended at the time of the search
+    ended: bool  # only events that have ended (when=past)
+    undated: bool  # listings without any date are included
+    key: str = field(init=False)  # canonical text for the result cache key
+
+    def __post_init__(self) -> None:
+        for name in ("ends_after", "starts_before"):
+            bound: datetime | None = getattr(self, name)
+            if bound is not None:
+                if bound.utcoffset() is None:
+                    raise ValueError(f"{name} must be an aware datetime")
+                object.__setattr__(self, name, bound.astimezone(UTC))
+        object.__setattr__(self, "key", self._canonical_key())
+
+    def _canonical_key(self) -> str:
+        flags = (self.not_ended, self.ended, self.undated)
+        if self.ends_after is None and self.starts_before is None and flags in _NAMED:
+            return _NAMED[flags]
+        parts = [
+            f"after={self.ends_after.isoformat() if self.ends_after else '-'}",
+            f"before={self.starts_before.isoformat() if self.starts_before else '-'}",
+        ]
+        parts += [name for name in ("not_ended", "ended", "undated") if getattr(self, name)]
+        return ";".join(parts)
+
+
+UPCOMING = DateFilter(
+    ends_after=None, starts_before=None, not_ended=True, ended=False, undated=True
+)
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """What a search is narrowed to, through both stages and hydration alike."""
+
+    dates: DateFilter = UPCOMING
+    venue: str = ""  # as asked; matched word by word, unaccented, in SQL
+    kinds: tuple[str, ...] = ()  # source kinds, sorted; empty: any
+
+    @property
+    def key(self) -> str:
+        """Part of the result cache key: equal filters, equal keys."""
+        return f"{self.dates.key}|v={self.venue}|k={','.join(self.kinds)}"
+
+
+DEFAULT_FILTERS = SearchFilters()
+
+
 @dataclass(frozen=True)
 class Query:
     """A validated query: the text as typed (for the database) and its normalised form
@@ -42,12 +109,23 @@ class Query:
     normalised: str
     k: int
     query_class: str  # a small fixed set derived from the query's shape (see query.py)
+    filters: SearchFilters = DEFAULT_FILTERS
+    page: int = 1  # of k results each; retrieval reads the ranking that deep
 
 
 @dataclass(frozen=True)
 class Candidate:
     listing_id: int
     score: float
+
+
+@dataclass(frozen=True)
+class LexicalResult:
+    """The lexical stage's candidates, and the corrected query it searched for instead
+    when the query as typed matched nothing ("did you mean")."""
+
+    candidates: list[Candidate]
+    suggestion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +156,7 @@ class SearchOutcome:
     generation: int | None = None
     cache_age_s: float | None = None
     timings: StageTimings = field(default_factory=StageTimings)
+    suggestion: str | None = None  # what the lexical stage searched for instead
 
     @property
     def degraded(self) -> bool:

@@ -4,52 +4,70 @@ answer was made, the page shows a notice when results are degraded. `answer`,
 the two answer in one shape, made one way."""
 
 import asyncio
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
 from retrieval import metrics
 from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
+from retrieval.filters import parse_filters, site_zone
 from retrieval.hybrid import CallerDeadlineError, Dependencies, NoAnswerError, hybrid_search
 from retrieval.hydrate import ListingView, hydrate
-from retrieval.query import BadQueryError, parse_query
+from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
+from retrieval.query import BadQueryError, parse_page, parse_query
 from retrieval.service import budget_policy, dependencies
 from retrieval.types import Query, Reason, SearchOutcome, StageTimeoutError
 
 RETRY_AFTER_S = 1
 
 
-def _parse(request: HttpRequest) -> tuple[Query, float | None]:
-    """The query and the caller's own timeout in ms (None: ours binds)."""
+def parse_search(request: HttpRequest) -> tuple[Query, float | None]:
+    """The query with its filters and page, and the caller's own timeout in ms (None:
+    ours binds). BadQueryError names the parameter at fault."""
     query = parse_query(
         request.GET.get("q"),
         request.GET.get("k"),
         max_chars=settings.SEARCH_MAX_QUERY_CHARS,
         max_k=settings.SEARCH_MAX_K,
     )
+    filters = parse_filters(request.GET, request.GET.getlist("kind"))
+    page = parse_page(request.GET.get("page"), settings.SEARCH_MAX_PAGE)
     caller = parse_caller_timeout(
         request.GET.get("timeout_ms"), request.headers.get("X-Request-Timeout-Ms")
     )
-    return query, caller
+    return dataclasses.replace(query, filters=filters, page=page), caller
 
 
-async def _search(
-    query: Query, caller_timeout_ms: float | None
-) -> tuple[SearchOutcome, list[ListingView]]:
-    """Raises NoAnswerError / CallerDeadlineError; lets parent cancellation through."""
+@dataclass(frozen=True)
+class Shown:
+    """A search's outcome and the page of listings it shows."""
+
+    outcome: SearchOutcome
+    listings: list[ListingView]
+    page: int
+    next_page: int | None  # None: the ranking holds no more showable listings
+
+
+async def search(query: Query, caller_timeout_ms: float | None) -> Shown:
+    """The public search, counted. Raises NoAnswerError / CallerDeadlineError; lets parent
+    cancellation through."""
     # The request's one deadline: every part of the search below runs by it.
     deadline = SearchDeadline.start(
         plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms)
     )
     metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        outcome, listings = await answer(query, deadline, dependencies())
+        shown = await answer(query, deadline, dependencies())
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -61,8 +79,8 @@ async def _search(
         for reason in exc.reasons:
             metrics.REASONS.labels(reason=reason).inc()
         raise
-    _count(query, outcome)
-    return outcome, listings
+    _count(query, shown.outcome)
+    return shown
 
 
 async def answer(
@@ -70,23 +88,34 @@ async def answer(
     deadline: SearchDeadline,
     deps: Dependencies,
     audience: str = Audience.PUBLIC,
-) -> tuple[SearchOutcome, list[ListingView]]:
-    """The search and the listings of `audience` it shows, by the one deadline, with the
-    outcome's total time set; counts nothing (the public views count around it, the
-    evaluation API must not). Raises NoAnswerError / CallerDeadlineError."""
+) -> Shown:
+    """The search and the page of listings of `audience` it shows, by the one deadline,
+    with the outcome's total time set; counts nothing (the public views count around it,
+    the evaluation API must not). Raises NoAnswerError / CallerDeadlineError."""
     outcome = await hybrid_search(query, deadline, deps)
+    # One more than a page: whether there is a next one.
     listings = await _hydrate(outcome, query, deadline, audience)
     outcome.timings.total_ms = deadline.elapsed_ms()
-    return outcome, listings
+    more = len(listings) > query.k
+    return Shown(outcome, listings[: query.k], query.page, query.page + 1 if more else None)
 
 
 async def _hydrate(
     outcome: SearchOutcome, query: Query, deadline: SearchDeadline, audience: str
 ) -> list[ListingView]:
-    """The ranked listings, read now, by what is left of the deadline (at least the
-    reserve). A database that cannot answer by then is a 503, on time, not a late 200."""
+    """The page's listings and one more, read now, by what is left of the deadline (at
+    least the reserve). A database that cannot answer by then is a 503, on time, not a
+    late 200."""
     try:
-        return await hydrate(outcome.ranking, query.text, query.k, deadline.end, audience)
+        return await hydrate(
+            outcome.ranking,
+            query.text,
+            query.k + 1,
+            deadline.end,
+            audience,
+            query.filters,
+            offset=(query.page - 1) * query.k,
+        )
     except (StageTimeoutError, PoolTimeout) as exc:
         raise NoAnswerError([*outcome.reasons, Reason.LISTINGS_TIMEOUT]) from exc
     except (psycopg.Error, OSError) as exc:
@@ -107,27 +136,44 @@ def _count(query: Query, outcome: SearchOutcome) -> None:
         metrics.REASONS.labels(reason=reason).inc()
 
 
-def _listing_json(view: ListingView, matched: set[str]) -> dict[str, Any]:
+def _listing_json(view: ListingView, matched: set[str], now: datetime) -> dict[str, Any]:
+    site = site_zone()
+    zone = listing_zone(view.timezone, site)
+    sources = [(source.name, source.kind) for source in view.sources]
     return {
         "id": view.id,
         "title": view.title,
         "venue": view.venue,
-        "start": view.start.isoformat() if view.start else None,
+        "start": iso_local(view.starts_at, zone),
+        "end": iso_local(view.ends_at, zone),
+        "timezone": zone.key,
+        "all_day": view.all_day,
+        "when": when_text(
+            view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
+        ),
         "url": view.url,
         "snippet": view.snippet,
         "matched": sorted(matched),
+        "sources": [{"name": name, "kind": kind} for name, kind in sources],
+        "provenance": provenance_text(sources),
     }
 
 
-def outcome_json(outcome: SearchOutcome, listings: list[ListingView]) -> dict[str, Any]:
+def outcome_json(shown: Shown) -> dict[str, Any]:
     """How the answer was made and what it shows: the body of every search API."""
+    outcome, now = shown.outcome, timezone.now()
     return {
         "mode": outcome.mode,
         "degraded": outcome.degraded,
         "reasons": list(outcome.reasons),
         "index_generation": outcome.generation,
         "cache_age_s": round(outcome.cache_age_s, 3) if outcome.cache_age_s is not None else None,
-        "results": [_listing_json(v, outcome.matched.get(v.id, set())) for v in listings],
+        "suggestion": outcome.suggestion,
+        "page": shown.page,
+        "next_page": shown.next_page,
+        "results": [
+            _listing_json(v, outcome.matched.get(v.id, set()), now) for v in shown.listings
+        ],
     }
 
 
@@ -141,22 +187,26 @@ def unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
     return response
 
 
+def bad_request(exc: BadQueryError) -> JsonResponse:
+    return JsonResponse({"error": str(exc), "parameter": exc.parameter}, status=400)
+
+
 @require_GET
 async def search_api(request: HttpRequest) -> JsonResponse:
     try:
-        query, caller_timeout_ms = _parse(request)
+        query, caller_timeout_ms = parse_search(request)
     except BadQueryError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+        return bad_request(exc)
     try:
-        outcome, listings = await _search(query, caller_timeout_ms)
+        shown = await search(query, caller_timeout_ms)
     except NoAnswerError as exc:
         return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except CallerDeadlineError:
         return unavailable([], 504, "the caller's deadline passed before any stage answered")
     user = await request.auser()
-    body = outcome_json(outcome, listings)
+    body = outcome_json(shown)
     if user.is_staff:
-        body["timings_ms"] = timings_json(outcome)
+        body["timings_ms"] = timings_json(shown.outcome)
     return JsonResponse(body)
 
 
@@ -166,9 +216,9 @@ async def search_page(request: HttpRequest) -> HttpResponse:
     status = 200
     if context["query"]:
         try:
-            query, caller_timeout_ms = _parse(request)
-            outcome, listings = await _search(query, caller_timeout_ms)
-            context |= {"results": listings, "outcome": outcome}
+            query, caller_timeout_ms = parse_search(request)
+            shown = await search(query, caller_timeout_ms)
+            context |= {"results": shown.listings, "outcome": shown.outcome}
         except BadQueryError as exc:
             context["error"] = str(exc)
             status = 400

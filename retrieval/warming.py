@@ -7,13 +7,14 @@ appears in a broker message or in Celery's logs."""
 import asyncio
 import dataclasses
 import json
+from datetime import datetime
 
 from celery import current_app
 from redis.exceptions import RedisError
 
 from retrieval import metrics
 from retrieval.cache import async_redis
-from retrieval.types import Query
+from retrieval.types import DateFilter, Query, SearchFilters
 
 WARM_TASK = "retrieval.tasks.warm_cache"
 DEDUP_TTL_S = 60
@@ -35,7 +36,7 @@ async def schedule_warming(key: str, query: Query) -> None:
         if not first:
             metrics.WARMING.labels(event="deduplicated").inc()
             return
-        await client.set(job_key(key), json.dumps(dataclasses.asdict(query)), ex=JOB_TTL_S)
+        await client.set(job_key(key), _job(query), ex=JOB_TTL_S)
     except (RedisError, OSError):
         metrics.WARMING.labels(event="failed").inc()
         return
@@ -46,7 +47,19 @@ async def schedule_warming(key: str, query: Query) -> None:
     metrics.WARMING.labels(event="enqueued").inc()
 
 
+def _job(query: Query) -> str:
+    return json.dumps(dataclasses.asdict(query), default=datetime.isoformat)
+
+
 def load_job(raw: bytes | str | None) -> Query | None:
     if raw is None:
         return None
-    return Query(**json.loads(raw))
+    fields = json.loads(raw)
+    filters = fields.pop("filters")
+    dates = filters.pop("dates")
+    del dates["key"]  # made from the rest
+    for bound in ("ends_after", "starts_before"):
+        if dates[bound] is not None:
+            dates[bound] = datetime.fromisoformat(dates[bound])
+    kinds = tuple(filters.pop("kinds"))
+    return Query(**fields, filters=SearchFilters(dates=DateFilter(**dates), kinds=kinds, **filters))

@@ -192,6 +192,9 @@ SEARCH_HNSW_M = env_int("SEARCH_HNSW_M", 16)
 SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
 SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
 SEARCH_MAX_K = env_int("SEARCH_MAX_K", 50)
+# Pages of k results a search may ask for: each is a slice of the one fused ranking, which
+# holds up to 2 x CANDIDATES_PER_RESULT x k listings (retrieval/hybrid.py).
+SEARCH_MAX_PAGE = env_int("SEARCH_MAX_PAGE", 10)
 SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
 SEARCH_POOL_MIN = env_int("SEARCH_POOL_MIN", 2)
 SEARCH_POOL_MAX = env_int("SEARCH_POOL_MAX", 32)

@@ -190,8 +190,14 @@ async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
     that first search can miss even the whole deadline (a 503), so it is asked again,
     within a bound, until it answers."""
 
+    await first_search_answered(async_client)
+
+
+async def first_search_answered(client: AsyncClient) -> None:
+    """Search until one answers (bounded): see `warmed_up`."""
+
     async def answered() -> bool:
-        response = await async_client.get("/api/search", {"q": "warm up"})
+        response = await client.get("/api/search", {"q": "warm up"})
         return bool(response.status_code == 200)
 
     await eventually(answered, 10, "a first search answered")

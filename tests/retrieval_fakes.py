@@ -19,7 +19,15 @@ from ingestion.embedding import DIMENSIONS
 from retrieval.admission import AdmissionLimit
 from retrieval.deadline import Deadline
 from retrieval.hybrid import Dependencies
-from retrieval.types import CachedRanking, Candidate, Query, StageTimeoutError
+from retrieval.types import (
+    DEFAULT_FILTERS,
+    CachedRanking,
+    Candidate,
+    LexicalResult,
+    Query,
+    SearchFilters,
+    StageTimeoutError,
+)
 
 _SERVER_TIMEOUT = "canceling statement due to statement timeout"  # Postgres' words
 
@@ -69,12 +77,14 @@ class FixedLexical:
         self.probe = StageProbe()
         self.withdrawn: set[int] = set()
 
-    async def search(self, query: Query, limit: int, deadline: Deadline) -> list[Candidate]:
+    async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
         async with self.probe.searching(stall=self.stall, locked=self.locked, deadline=deadline):
             if self.fail:
                 raise RuntimeError("lexical index unavailable")
             active = [i for i in self.ids if i not in self.withdrawn]
-            return [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(active[:limit])]
+            return LexicalResult(
+                [Candidate(i, 1.0 / (rank + 1)) for rank, i in enumerate(active[:limit])]
+            )
 
 
 class FixedVector:
@@ -99,7 +109,12 @@ class FixedVector:
         self.probe = StageProbe()
 
     async def search(
-        self, embedding: npt.NDArray[np.float32], generation: int, limit: int, deadline: Deadline
+        self,
+        embedding: npt.NDArray[np.float32],
+        generation: int,
+        limit: int,
+        deadline: Deadline,
+        filters: SearchFilters = DEFAULT_FILTERS,
     ) -> list[Candidate]:
         async with self.probe.searching(stall=self.stall, locked=self.locked, deadline=deadline):
             if self.fail:

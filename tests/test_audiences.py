@@ -72,7 +72,7 @@ async def test_a_public_search_never_returns_a_judged_document(async_client: Asy
         assert judged.pk not in [result["id"] for result in body["results"]]
         # Not a candidate either: hydration's own filter is not what keeps it out.
         found = await PgLexicalIndex().search(parse_query(q, "10"), 30, Deadline.after(1000))
-        assert judged.pk not in [c.listing_id for c in found]
+        assert judged.pk not in [c.listing_id for c in found.candidates]
     # Nor shown, were its id ever handed to hydration (a cached ranking, say).
     assert await hydrate([judged.pk], JUDGED_TITLE, 5, Deadline.after(1000)) == []
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.dates import ANY, PAST, UPCOMING, DateFilter, parse_dates, shortcut_range
+from retrieval.dates import ANY, PAST, parse_dates, shortcut_range
 from retrieval.query import BadQueryError
+from retrieval.types import UPCOMING, DateFilter
 
 LONDON = ZoneInfo("Europe/London")
 # Wednesday 22 October 2025, 19:00 BST; the clocks go back on Sunday 26 October.

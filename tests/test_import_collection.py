@@ -14,6 +14,7 @@ from evaluation.importing import ImportReport, import_collection
 from evaluation.models import EvaluationSet
 from ingestion import generations
 from ingestion.models import Audience, Listing, ListingEmbedding, Source
+from tests.conftest import first_search_answered
 from tests.search_fixtures import index_listings, search_json
 from tests.test_collections import beir, cranfield, write
 
@@ -149,6 +150,7 @@ async def test_a_public_search_never_finds_an_imported_document(
     await sync_to_async(index_listings)()  # public, with "Organ recital" among them
     await sync_to_async(import_collection)(folder, progress=False)
     judged = await Listing.objects.aget(title=JUDGED_TITLE)
+    await first_search_answered(async_client)  # the model load and the pool: not measured
 
     body = await search_json(async_client, q=JUDGED_TITLE, timeout_ms="1000")
 

@@ -43,7 +43,7 @@ async def lexical_search(
     index: LexicalIndex, query: Query, limit: int, budget_ms: float
 ) -> list[Candidate]:
     """Every call of the seam goes through here: the one line its signature touches."""
-    return await index.search(query, limit, Deadline.after(budget_ms))
+    return (await index.search(query, limit, Deadline.after(budget_ms))).candidates
 
 
 class LexicalSubject(StageSubject, Protocol):
