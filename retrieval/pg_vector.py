@@ -32,63 +32,105 @@ WHERE generation_id = {generation}{filters}
 ORDER BY distance
 LIMIT %(limit)s
 """
-# A filter on more of the listing than its dates (venue, kind, a start before some time)
-# joins the listings: the index scan reads on, in distance order, until `limit` rows pass
-# the filter or it has read _FILTERED_SCAN_TUPLES (pgvector's iterative scan). A filter
-# that few listings pass finds fewer than `limit` that way (a 1 % filter needs some 100
-# neighbours read per row kept); those are exactly the filters whose listings are few
-# enough to rank all of them, on the listings' own indexes, by exact distance.
+# A filtered search first counts, up to EXACT_MAX, the listings that pass (on the
+# embeddings' own index of their dates, or the listings' indexes for venue and kind).
+# Fewer than that are few enough to rank exactly, by distance, every one of them; more,
+# and the HNSW index scan reads on in distance order (pgvector's iterative scan) until
+# `limit` rows pass, which at a share s of listings takes some limit / s rows. Both cost
+# about the same near s = 2 % of 100,000 listings (docs/benchmarks.md).
 _FILTERED = """
 WITH q AS MATERIALIZED (SELECT %(embedding)s::vector({dims}) AS v),
-near AS MATERIALIZED (
-    SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
-    FROM ingestion_listing_embedding e{join}
-    WHERE e.generation_id = {generation}{near_filters}
+passing AS MATERIALIZED ({passing} LIMIT {exact_max}),
+few AS MATERIALIZED (SELECT count(*) < {exact_max} AS yes FROM passing),
+exact AS (
+    -- OFFSET 0 keeps the sort above the passing rows: never the HNSW index.
+    SELECT listing_id, distance FROM (
+        SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
+        FROM passing p JOIN ingestion_listing_embedding e
+          ON e.listing_id = p.id AND e.generation_id = {generation}
+        WHERE (SELECT yes FROM few)
+        OFFSET 0) AS exactly
     ORDER BY distance
     LIMIT %(limit)s
 ),
-exact AS (
-    -- OFFSET 0 keeps the sort above the filtered rows: never the HNSW index again.
-    SELECT listing_id, distance FROM (
-        SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
-        FROM ingestion_listing l JOIN ingestion_listing_embedding e
-          ON e.listing_id = l.id AND e.generation_id = {generation}
-        WHERE (SELECT count(*) FROM near) < %(limit)s
-          AND l.status = 'active'{filters}
-        OFFSET 0) AS filtered
+near AS (
+    SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
+    FROM ingestion_listing_embedding e{join}
+    WHERE e.generation_id = {generation}{near_filters} AND NOT (SELECT yes FROM few)
     ORDER BY distance
     LIMIT %(limit)s
 )
-SELECT listing_id, distance FROM near WHERE (SELECT count(*) FROM near) >= %(limit)s
-UNION ALL
 SELECT listing_id, distance FROM exact
+UNION ALL
+SELECT listing_id, distance FROM near
 ORDER BY distance
 """
+_PASSING_BY_DATES = """
+    SELECT e.listing_id AS id FROM ingestion_listing_embedding e
+    WHERE e.generation_id = {generation}{window}{filters}"""
+# The window as ingestion/migrations/0007 indexes it (undated rows, an unbounded range,
+# are left out by `filters`).
+_WINDOW = """
+      AND tstzrange(least(e.starts_at, e.current_until), greatest(e.starts_at, e.current_until),
+                    '[]') && tstzrange({lower}, {upper}, '[)')"""
+_PASSING_BY_LISTING = """
+    SELECT l.id FROM ingestion_listing l
+    JOIN ingestion_listing_embedding e ON e.listing_id = l.id AND e.generation_id = {generation}
+    WHERE l.status = 'active'{filters}"""
+EXACT_MAX = 2000
 # Without an iterative scan, HNSW yields its ef_search nearest and the rows deleted since
 # the index last was vacuumed are dropped from them: fewer than `limit` rows although more
 # listings exist. Strict order keeps the distances sorted; the tuples it may read on are
 # bounded, and so is its time by the statement's timeout.
 _MAX_SCAN_TUPLES = 5000
-_FILTERED_SCAN_TUPLES = 2000
+# A filter that passes EXACT_MAX listings or more passes 2 % of 100,000: an index scan
+# finds `limit` (50 for 10 results) of them in about 2,500 rows.
+_FILTERED_SCAN_TUPLES = 20_000
 
 
 @cache
-def _statement(dims: int, generation: int, of: Shape) -> tuple[str, int]:
-    """The statement for a filter shape, and the tuples its index scan may read."""
+def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, str]]:
+    """The statement for a filter shape, and the settings it runs with."""
+    local = {
+        "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
+        "hnsw.iterative_scan": "strict_order",
+        "hnsw.max_scan_tuples": str(_MAX_SCAN_TUPLES),
+    }
     if of == DEFAULT_SHAPE:
-        return _SEARCH.format(dims=dims, generation=generation, filters=conditions(of, "e")), (
-            _MAX_SCAN_TUPLES
-        )
+        return _SEARCH.format(dims=dims, generation=generation, filters=conditions(of, "e")), local
     # Dates are on the embeddings too; only venue and kind need the listing itself.
     joined = needs_listing(of)
+    passing = (_PASSING_BY_LISTING if joined else _PASSING_BY_DATES).format(
+        generation=generation, window=_window(of), filters=conditions(of, "l" if joined else "e")
+    )
     statement = _FILTERED.format(
         dims=dims,
         generation=generation,
+        passing=passing,
+        exact_max=EXACT_MAX,
         join=" JOIN ingestion_listing l ON l.id = e.listing_id" if joined else "",
         near_filters=conditions(of, "l" if joined else "e"),
-        filters=conditions(of),
     )
-    return statement, _FILTERED_SCAN_TUPLES
+    local |= {
+        "hnsw.max_scan_tuples": str(_FILTERED_SCAN_TUPLES),
+        # Workers for the exact branch cost ~25 ms to start, even when its one-time
+        # filter then leaves them nothing to do.
+        "max_parallel_workers_per_gather": "0",
+    }
+    if not joined:
+        # A bitmap of the window's rows is built whole before the count's LIMIT applies
+        # (50,000 rows for half the listings); an index scan stops at EXACT_MAX.
+        local["enable_bitmapscan"] = "off"
+    return statement, local
+
+
+def _window(of: Shape) -> str:
+    """The date window as an interval the index can find, when the filter has one."""
+    if not (of.ends_after or of.starts_before):
+        return ""
+    lower = "%(filter_from)s" if of.ends_after else "now()" if of.not_ended else "NULL"
+    upper = "%(filter_to)s" if of.starts_before else "NULL"
+    return _WINDOW.format(lower=lower, upper=upper)
 
 
 @cache
@@ -112,22 +154,13 @@ class PgVectorIndex:
         deadline: Deadline,
         filters: SearchFilters = DEFAULT_FILTERS,
     ) -> list[Candidate]:
-        statement, scan_tuples = _statement(
-            int(embedding.shape[0]), int(generation), shape(filters)
-        )
+        statement, local = _statement(int(embedding.shape[0]), int(generation), shape(filters))
         rows = await fetch_with_local_settings(
             VECTOR_TAG,
             statement,
             {"embedding": vector_text(embedding), "limit": limit, **parameters(filters)},
             deadline,
-            local={
-                "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
-                "hnsw.iterative_scan": "strict_order",
-                "hnsw.max_scan_tuples": str(scan_tuples),
-                # Workers for the exact branch cost ~25 ms to start, even when its
-                # one-time filter then leaves them nothing to do.
-                "max_parallel_workers_per_gather": "0",
-            },
+            local=local,
         )
         # Cosine distance to a similarity, so higher is better like every other score.
         return [Candidate(int(row[0]), 1.0 - float(row[1])) for row in rows]

@@ -3,7 +3,7 @@ default (never an ended event, a cached ranking's included), date, venue and kin
 through both stages, refused values named, the filters in the cache key, and paging."""
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,7 +20,7 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, Source, SourceRecord
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
-from retrieval import service
+from retrieval import pg_vector, service
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
@@ -194,6 +194,32 @@ async def test_a_selective_filter_still_fills_the_vector_stage(listed: dict[str,
         embedding, generation, 5, Deadline.after(1000), SearchFilters(dates=window)
     )
     assert [c.listing_id for c in found] == [listed["future"]]
+
+
+@pytest.fixture
+def index_scans_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No filter passes few enough listings to rank exactly: every filtered search reads
+    on through the HNSW index (what a filter passing 2 % or more of many listings does)."""
+    monkeypatch.setattr(pg_vector, "EXACT_MAX", 0)
+    pg_vector._statement.cache_clear()
+    yield
+    pg_vector._statement.cache_clear()
+
+
+@pytest.mark.usefixtures("index_scans_only")
+async def test_the_index_scan_reads_on_to_what_passes_the_filter(listed: dict[str, int]) -> None:
+    embedding = np.asarray(get_embedder().embed_query("pottery"), dtype=np.float32)
+    generation = await service.active_generation(Deadline.after(1000))
+    assert generation is not None
+    by_venue = await PgVectorIndex().search(
+        embedding, generation, 5, Deadline.after(1000), SearchFilters(venue="cafe oto")
+    )
+    assert [c.listing_id for c in by_venue] == [listed["cafe"]]
+    past = DateFilter(None, None, not_ended=False, ended=True, undated=False)
+    ended = await PgVectorIndex().search(
+        embedding, generation, 5, Deadline.after(1000), SearchFilters(dates=past)
+    )
+    assert [c.listing_id for c in ended] == [listed["past"]]
 
 
 @pytest.mark.parametrize(

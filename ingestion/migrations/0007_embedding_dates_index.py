@@ -1,0 +1,24 @@
+"""The embeddings' copies of their listings' dates, indexed per generation as intervals: a
+filtered vector search counts the listings a date window passes (up to a bound) on this
+index alone, to choose between ranking them all exactly and reading on through HNSW
+(retrieval/pg_vector.py). An interval index, because neither end alone narrows a window
+down: "starts before Friday" holds for every past event, "ends after Thursday" for every
+future one. least/greatest: a source may give an end before its start."""
+
+from django.db import migrations
+
+FORWARD = """
+CREATE EXTENSION IF NOT EXISTS btree_gist;
+CREATE INDEX listing_embedding_dates ON ingestion_listing_embedding USING gist (
+    generation_id,
+    tstzrange(least(starts_at, current_until), greatest(starts_at, current_until), '[]')
+)
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ingestion", "0006_listing_filters"),
+    ]
+
+    operations = [migrations.RunSQL(FORWARD, "DROP INDEX listing_embedding_dates")]
