@@ -164,7 +164,6 @@ class Listing(models.Model):
             GinIndex(fields=["title_vector"], name="listing_title_vector_gin"),
             GinIndex(fields=["title"], opclasses=["gin_trgm_ops"], name="listing_title_trgm"),
             models.Index(fields=["starts_at"], name="listing_starts_at"),
-            models.Index(fields=["current_until"], name="listing_current_until"),
             GinIndex(fields=["venue_terms"], name="listing_venue_terms_gin"),
             GinIndex(fields=["source_kinds"], name="listing_source_kinds_gin"),
         ]
