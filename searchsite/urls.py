@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from ingestion.api import post_records
-from searchsite import static_files
+from searchsite import openapi, static_files
 from searchsite.health import healthz
 from searchsite.metrics_view import metrics
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("static/<path:path>", static_files.serve, name="static"),
     path("api/editorial/records", post_records, name="editorial-records"),
+    path("api/schema", openapi.schema, name="api-schema"),
+    path("api/docs", openapi.docs, name="api-docs"),
     path("", include("evaluation.urls")),
     path("", include("retrieval.urls")),
 ]
