@@ -12,8 +12,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("static/<path:path>", static_files.serve, name="static"),
     path("api/editorial/records", post_records, name="editorial-records"),
-    path("api/schema", openapi.schema, name="api-schema"),
-    path("api/docs", openapi.docs, name="api-docs"),
     path("", include("evaluation.urls")),
     path("", include("retrieval.urls")),
+    # After the search's own patterns, so resolving a search tries not one more.
+    path("api/schema", openapi.schema, name="api-schema"),
+    path("api/docs", openapi.docs, name="api-docs"),
 ]
