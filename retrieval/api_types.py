@@ -32,6 +32,14 @@ SourceKind = Literal["feed", "calendar", "editorial"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("feed", "calendar", "editorial")
 Stage = Literal["lexical", "vector"]
 
+# Text with a character other than white space, and no control character but white space
+# (tab to carriage return): what the query parser takes.
+_CONTROL = r"\x00-\x08\x0e-\x1f\x7f-\x9f"
+QUERY_TEXT = f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$"
+# Decimal digits with an optional fraction: no sign, exponent, inf or nan. A query
+# parameter is text, so the schema says which text rather than "number".
+MILLISECONDS = r"^[0-9]+(\.[0-9]+)?$"
+
 # An ISO 8601 date-time with its UTC offset, as the view writes it with isoformat().
 DateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
@@ -45,7 +53,7 @@ class Parameter:
     name: str
     description: str
     example: str | int  # a valid value: the docs show it, a test sends it and expects no 400
-    type: Literal["string", "integer", "number"] = "string"
+    type: Literal["string", "integer"] = "string"
     location: Literal["query", "header"] = "query"
     required: bool = False
     repeatable: bool = False  # `kind=feed&kind=calendar`
@@ -55,6 +63,7 @@ class Parameter:
     maximum: int | None = None
     min_length: int | None = None
     max_length: int | None = None
+    pattern: str | None = None  # an ECMA-262 regular expression, as JSON Schema has it
     default: str | int | None = None
 
 
@@ -63,7 +72,9 @@ def search_parameters(
 ) -> tuple[Parameter, ...]:
     """Every parameter the search reads. The two limits settings can change are arguments,
     so a schema built with the site's settings states the limits the site enforces."""
-    timeout = "Your own deadline in ms, in decimal digits: the answer comes by then or is a 504"
+    timeout = (
+        "Your own deadline in milliseconds, e.g. 500 or 12.5: the answer comes by then, or a 504"
+    )
     date = "a date (YYYY-MM-DD), an ISO 8601 date-time, or one of the shortcuts"
     return (
         Parameter(
@@ -73,6 +84,7 @@ def search_parameters(
             required=True,
             min_length=1,
             max_length=max_query_chars,
+            pattern=QUERY_TEXT,
         ),
         Parameter(
             "k",
@@ -95,17 +107,15 @@ def search_parameters(
         Parameter(
             "timeout_ms",
             f"{timeout} (capped by the site).",
-            example=500,
-            type="number",
-            minimum=0,
+            example="500",
+            pattern=MILLISECONDS,
         ),
         Parameter(
             "X-Request-Timeout-Ms",
             f"{timeout}. Read when `timeout_ms` is absent.",
-            example=500,
-            type="number",
+            example="500",
             location="header",
-            minimum=0,
+            pattern=MILLISECONDS,
         ),
         Parameter(
             "when",

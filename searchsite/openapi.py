@@ -70,6 +70,7 @@ def _value_schema(parameter: Parameter) -> JsonSchemaValue:
         "maximum": parameter.maximum,
         "minLength": parameter.min_length,
         "maxLength": parameter.max_length,
+        "pattern": parameter.pattern,
         "default": parameter.default,
     }
     schema: JsonSchemaValue = {"type": parameter.type}
