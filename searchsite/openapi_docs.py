@@ -23,7 +23,7 @@ class Row:
     type: SafeString
     required: bool
     limits: str
-    description: str
+    description: SafeString
     location: str = ""
     example: str = ""
 
@@ -31,7 +31,7 @@ class Row:
 @dataclass(frozen=True)
 class Response:
     status: str
-    description: str
+    description: SafeString
     body: SafeString | None
     headers: list[Row]
 
@@ -42,20 +42,34 @@ class Operation:
     method: str
     path: str
     summary: str
-    description: str
+    description: SafeString
     security: list[str]
     parameters: list[Row]
     body: SafeString | None
-    body_description: str
+    body_description: SafeString
     responses: list[Response]
 
 
 @dataclass(frozen=True)
 class NamedSchema:
     name: str
-    description: str
+    description: SafeString
     fields: list[Row]
     values: list[str]  # an enumeration's values; fields is empty then
+
+
+@dataclass(frozen=True)
+class SecurityScheme:
+    name: str
+    scheme: str  # an HTTP authentication scheme: "bearer"
+    description: SafeString
+
+
+def prose_html(text: str) -> SafeString:
+    """A description as HTML: its `backticked` words as code, everything escaped."""
+    pieces = text.split("`")  # the odd ones were inside backticks
+    code = (format_html("<code>{}</code>", p) if i % 2 else p for i, p in enumerate(pieces))
+    return format_html_join("", "{}", ((piece,) for piece in code))
 
 
 def type_html(schema: dict[str, Any]) -> SafeString:
@@ -111,7 +125,7 @@ def _parameter_row(parameter: dict[str, Any]) -> Row:
         type=type_html(parameter["schema"]),
         required=parameter.get("required", False),
         limits=limits_text(parameter["schema"]),
-        description=parameter.get("description", ""),
+        description=prose_html(parameter.get("description", "")),
         location=parameter["in"],
         example=", ".join(example) if isinstance(example, list) else str(example),
     )
@@ -124,10 +138,11 @@ def _body(content: dict[str, Any]) -> SafeString | None:
 
 def _response(status: str, response: dict[str, Any]) -> Response:
     headers = [
-        Row(name, type_html(h["schema"]), h.get("required", False), "", h.get("description", ""))
+        Row(name, type_html(h["schema"]), h["required"], "", prose_html(h["description"]))
         for name, h in response.get("headers", {}).items()
     ]
-    return Response(status, response["description"], _body(response.get("content", {})), headers)
+    body = _body(response.get("content", {}))
+    return Response(status, prose_html(response["description"]), body, headers)
 
 
 def _operation(path: str, method: str, operation: dict[str, Any]) -> Operation:
@@ -137,11 +152,11 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> Operation:
         method=method.upper(),
         path=path,
         summary=operation.get("summary", ""),
-        description=operation.get("description", ""),
+        description=prose_html(operation.get("description", "")),
         security=[name for requirement in operation.get("security", []) for name in requirement],
         parameters=[_parameter_row(p) for p in operation.get("parameters", [])],
         body=_body(body.get("content", {})),
-        body_description=body.get("description", ""),
+        body_description=prose_html(body.get("description", "")),
         responses=[_response(status, r) for status, r in operation["responses"].items()],
     )
 
@@ -149,17 +164,24 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> Operation:
 def _named_schema(name: str, schema: dict[str, Any]) -> NamedSchema:
     required = set(schema.get("required", ()))
     fields = [
-        Row(field, type_html(s), field in required, limits_text(s), s.get("description", ""))
+        Row(
+            field,
+            type_html(s),
+            field in required,
+            limits_text(s),
+            prose_html(s.get("description", "")),
+        )
         for field, s in schema.get("properties", {}).items()
     ]
     values = [str(value) for value in schema.get("enum", ())]
-    return NamedSchema(name, schema.get("description", ""), fields, values)
+    return NamedSchema(name, prose_html(schema.get("description", "")), fields, values)
 
 
 def page_context(document: dict[str, Any], schema_url: str) -> dict[str, Any]:
     components = document.get("components", {})
     return {
-        "info": document["info"],
+        "title": document["info"]["title"],
+        "description": prose_html(document["info"].get("description", "")),
         "openapi_version": document["openapi"],
         "schema_url": schema_url,
         "operations": [
@@ -169,5 +191,8 @@ def page_context(document: dict[str, Any], schema_url: str) -> dict[str, Any]:
             if method in item
         ],
         "schemas": [_named_schema(n, s) for n, s in sorted(components.get("schemas", {}).items())],
-        "security_schemes": components.get("securitySchemes", {}),
+        "security_schemes": [
+            SecurityScheme(name, scheme["scheme"], prose_html(scheme.get("description", "")))
+            for name, scheme in components.get("securitySchemes", {}).items()
+        ],
     }
