@@ -33,8 +33,6 @@ OPENAPI_VERSION = "3.1.0"
 MEDIA_TYPE = "application/vnd.oai.openapi+json;version=3.1"
 BEARER_SCHEME = "editorialToken"
 _COMPONENTS = "#/components/schemas/{model}"
-# The bodies as the views write them (pydantic would describe what it reads otherwise).
-_SERIALIZED: JsonSchemaMode = "serialization"
 
 RecordsRequest = Annotated[list[EditorialRecord], Field(max_length=MAX_RECORDS)] | RecordsEnvelope
 
@@ -48,20 +46,21 @@ class _Schemas(GenerateJsonSchema):
 
 
 def _body_schemas() -> tuple[dict[str, JsonSchemaValue], dict[str, JsonSchemaValue]]:
-    """Each body's schema (a reference, mostly) by name, and every named schema."""
-    bodies: dict[str, Any] = {
-        "search": SearchBody,
-        "bad_parameter": BadParameterBody,
-        "unavailable": UnavailableBody,
-        "records_request": RecordsRequest,
-        "records": RecordsBody,
-        "error": ErrorBody,
+    """Each body's schema (a reference, mostly) by name, and every named schema. A request
+    body is described as what is read, a response as what the view writes."""
+    bodies: dict[str, tuple[Any, JsonSchemaMode]] = {
+        "search": (SearchBody, "serialization"),
+        "bad_parameter": (BadParameterBody, "serialization"),
+        "unavailable": (UnavailableBody, "serialization"),
+        "records_request": (RecordsRequest, "validation"),
+        "records": (RecordsBody, "serialization"),
+        "error": (ErrorBody, "serialization"),
     }
-    inputs = [(name, _SERIALIZED, TypeAdapter(kind)) for name, kind in bodies.items()]
+    inputs = [(name, mode, TypeAdapter(kind)) for name, (kind, mode) in bodies.items()]
     refs, named = TypeAdapter.json_schemas(
         inputs, ref_template=_COMPONENTS, schema_generator=_Schemas
     )
-    return {name: refs[name, _SERIALIZED] for name in bodies}, named.get("$defs", {})
+    return {name: refs[name, mode] for name, mode, _ in inputs}, named.get("$defs", {})
 
 
 def _value_schema(parameter: Parameter) -> JsonSchemaValue:
