@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from ingestion.api import post_records
-from searchsite import static_files
+from searchsite import openapi, static_files
 from searchsite.health import healthz
 from searchsite.metrics_view import metrics
 
@@ -14,4 +14,7 @@ urlpatterns = [
     path("api/editorial/records", post_records, name="editorial-records"),
     path("", include("evaluation.urls")),
     path("", include("retrieval.urls")),
+    # After the search's own patterns, so resolving a search tries not one more.
+    path("api/schema", openapi.schema, name="api-schema"),
+    path("api/docs", openapi.docs, name="api-docs"),
 ]
