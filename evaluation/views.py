@@ -43,7 +43,7 @@ from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies, searchable_generation
 from retrieval.types import Reason, StageTimeoutError
-from retrieval.views import answer, outcome_json, timings_json, unavailable
+from retrieval.views import answer, bad_request, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's
 # deadline, which `evaluate` and the sweep's reference run use.
@@ -188,11 +188,12 @@ async def search(request: HttpRequest) -> JsonResponse:
             )
             deadline = _budgets(request)
         except BadQueryError as exc:
-            return JsonResponse({"error": str(exc)}, status=400)
+            return bad_request(exc)
         source_id, audience = source
         with metrics.uncounted():
             shown = await answer(query, deadline, _dependencies(audience), audience)
-        body = outcome_json(shown)
+        # The public body, and the judged documents' own ids beside it.
+        body: dict[str, object] = {**outcome_json(shown)}
         body["documents"] = await _documents(source_id, [view.id for view in shown.listings])
     except NoAnswerError as exc:
         return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")

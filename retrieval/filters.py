@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ingestion.models import Source
 from ingestion.text import normalise
+from retrieval.api_types import MAX_VENUE_CHARS
 from retrieval.dates import parse_dates
 from retrieval.query import BadQueryError
 from retrieval.types import DEFAULT_FILTERS, SearchFilters
@@ -28,9 +29,6 @@ def site_zone() -> ZoneInfo:
     """The site's time zone (TIME_ZONE): where `today` and `this-weekend` are, and the
     zone of a listing whose source gave none."""
     return ZoneInfo(settings.TIME_ZONE)
-
-
-MAX_VENUE_CHARS = 200
 
 
 def parse_filters(

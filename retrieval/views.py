@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
@@ -19,6 +19,15 @@ from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
 from retrieval import metrics
+from retrieval.api_types import (
+    BadParameterBody,
+    ResultBody,
+    SearchBody,
+    SourceBody,
+    SourceKind,
+    Stage,
+    UnavailableBody,
+)
 from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
 from retrieval.filters import parse_filters, site_zone
 from retrieval.hybrid import CallerDeadlineError, Dependencies, NoAnswerError, hybrid_search
@@ -136,7 +145,7 @@ def _count(query: Query, outcome: SearchOutcome) -> None:
         metrics.REASONS.labels(reason=reason).inc()
 
 
-def _listing_json(view: ListingView, matched: set[str], now: datetime) -> dict[str, Any]:
+def _listing_json(view: ListingView, matched: set[str], now: datetime) -> ResultBody:
     site = site_zone()
     zone = listing_zone(view.timezone, site)
     sources = [(source.name, source.kind) for source in view.sources]
@@ -153,13 +162,13 @@ def _listing_json(view: ListingView, matched: set[str], now: datetime) -> dict[s
         ),
         "url": view.url,
         "snippet": view.snippet,
-        "matched": sorted(matched),
-        "sources": [{"name": name, "kind": kind} for name, kind in sources],
+        "matched": sorted(cast("set[Stage]", matched)),
+        "sources": [SourceBody(name=name, kind=cast("SourceKind", kind)) for name, kind in sources],
         "provenance": provenance_text(sources),
     }
 
 
-def outcome_json(shown: Shown) -> dict[str, Any]:
+def outcome_json(shown: Shown) -> SearchBody:
     """How the answer was made and what it shows: the body of every search API."""
     outcome, now = shown.outcome, timezone.now()
     return {
@@ -181,14 +190,15 @@ def timings_json(outcome: SearchOutcome) -> dict[str, float]:
     return {k: v for k, v in vars(outcome.timings).items() if v is not None}
 
 
-def unavailable(reasons: list[str], status: int, message: str) -> JsonResponse:
-    response = JsonResponse({"error": message, "reasons": reasons}, status=status)
+def unavailable(reasons: list[Reason], status: int, message: str) -> JsonResponse:
+    response = JsonResponse(UnavailableBody(error=message, reasons=reasons), status=status)
     response["Retry-After"] = str(RETRY_AFTER_S)
     return response
 
 
 def bad_request(exc: BadQueryError) -> JsonResponse:
-    return JsonResponse({"error": str(exc), "parameter": exc.parameter}, status=400)
+    body = BadParameterBody(error=str(exc), parameter=exc.parameter)
+    return JsonResponse(body, status=400)
 
 
 @require_GET

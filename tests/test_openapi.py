@@ -5,7 +5,6 @@ and 503 answers conform to it, and the docs page shows all of it."""
 import asyncio
 import json
 import re
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any, get_args
 
 import httpx
@@ -25,8 +24,6 @@ from ingestion.api_types import EditorialRecord, PollCounts
 from ingestion.models import Poll, Source
 from ingestion.parsers import editorial
 from retrieval.api_types import SOURCE_KINDS, SourceKind, search_parameters
-from retrieval.hydrate import ListingView
-from retrieval.query import BadQueryError
 from searchsite.openapi import MEDIA_TYPE, openapi_document
 from tests.search_fixtures import LEXICAL_TABLE, VECTOR_TABLE, index_listings, tables_locked
 
@@ -36,15 +33,6 @@ if TYPE_CHECKING:  # imported by pytest_plugins, which must come first to rewrit
 pytest_plugins = ["tests.live_app"]
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The lead's side of issue 11's contract (the listing's zone and sources, the refused
-# parameter's name in a 400) is what 200 and 400 bodies are checked against. Until it is
-# merged those bodies lack its fields, and the tests of them are expected to fail.
-CONTRACT_MERGED = {"timezone", "sources"} <= {f.name for f in fields(ListingView)} and hasattr(
-    BadQueryError("probe"), "parameter"
-)
-needs_contract = pytest.mark.xfail(
-    not CONTRACT_MERGED, reason="the lead's issue 11 bodies are not merged yet", strict=True
-)
 CONFORMANCE = [
     status_code_conformance,
     content_type_conformance,
@@ -125,7 +113,6 @@ async def test_the_search_reads_no_parameter_the_schema_does_not_declare(
     assert read <= declared
 
 
-@needs_contract
 def test_a_real_200_conforms(api_schema: OpenApiSchema, live_app: "LiveApp") -> None:
     index_listings()
     response = httpx.get(f"{live_app.url}/api/search", params={"q": "jazz"}, timeout=10)
@@ -134,7 +121,6 @@ def test_a_real_200_conforms(api_schema: OpenApiSchema, live_app: "LiveApp") -> 
     _conforms(api_schema, response, q="jazz")
 
 
-@needs_contract
 def test_a_real_400_conforms(api_schema: OpenApiSchema, live_app: "LiveApp") -> None:
     response = httpx.get(f"{live_app.url}/api/search", params={"k": "0", "q": "x"}, timeout=10)
     assert response.status_code == 400

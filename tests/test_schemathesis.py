@@ -32,7 +32,7 @@ from ingestion.tokens import create_token
 from searchsite.openapi import openapi_document
 from tests.conftest import wait_until
 from tests.search_fixtures import index_listings
-from tests.test_openapi import CONTRACT_MERGED, every_query_parameter
+from tests.test_openapi import every_query_parameter
 
 if TYPE_CHECKING:  # imported by pytest_plugins, which must come first to rewrite its asserts
     from tests.live_app import LiveApp
@@ -47,9 +47,6 @@ CHECKS: list[Callable[..., Any]] = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-# Until the lead's issue 11 bodies are merged, the search's 200 and 400 bodies lack the
-# contract's fields (tests/test_openapi.py expects that failure); every other check holds.
-SEARCH_CHECKS = CHECKS if CONTRACT_MERGED else CHECKS[:-1]
 BOUNDED = settings(
     max_examples=50,
     deadline=None,
@@ -129,7 +126,7 @@ def test_the_search_answers_as_documented(app_schema: OpenApiSchema, live_app: "
     results: list[int] = []
 
     def check(case: OperationCase) -> None:
-        response = case.call_and_validate(checks=SEARCH_CHECKS, timeout=TIMEOUT_S)
+        response = case.call_and_validate(checks=CHECKS, timeout=TIMEOUT_S)
         if response.status_code == 200:
             results.append(len(response.json()["results"]))
 
