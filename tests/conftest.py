@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 from django.test import AsyncClient
 
@@ -71,6 +72,13 @@ async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_assets_collected() -> None:
+    """Pages name their assets by the manifest collectstatic writes into STATIC_ROOT (the
+    session's run directory), as `manage.py bootstrap` does on every start."""
+    call_command("collectstatic", interactive=False, verbosity=0)
 
 
 @pytest.fixture(scope="session")
