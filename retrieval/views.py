@@ -1,22 +1,27 @@
-"""The public search API and page. Both run the same hybrid search; the API says how every
-answer was made, the page shows a notice when results are degraded. `answer`,
-`outcome_json` and `unavailable` are the evaluation API's too (evaluation/views.py), so
-the two answer in one shape, made one way."""
+"""The public search API. The page (retrieval/page.py) runs the same search through
+`_search`; the API says how every answer was made. `answer`, `outcome_json` and
+`unavailable` are the evaluation API's too (evaluation/views.py), so the two answer in one
+shape, made one way."""
 
 import asyncio
 from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
 from retrieval import metrics
 from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
-from retrieval.hybrid import CallerDeadlineError, Dependencies, NoAnswerError, hybrid_search
+from retrieval.hybrid import (
+    CallerDeadlineError,
+    Dependencies,
+    LexicalWatcher,
+    NoAnswerError,
+    hybrid_search,
+)
 from retrieval.hydrate import ListingView, hydrate
 from retrieval.query import BadQueryError, parse_query
 from retrieval.service import budget_policy, dependencies
@@ -40,7 +45,7 @@ def _parse(request: HttpRequest) -> tuple[Query, float | None]:
 
 
 async def _search(
-    query: Query, caller_timeout_ms: float | None
+    query: Query, caller_timeout_ms: float | None, on_lexical: LexicalWatcher | None = None
 ) -> tuple[SearchOutcome, list[ListingView]]:
     """Raises NoAnswerError / CallerDeadlineError; lets parent cancellation through."""
     # The request's one deadline: every part of the search below runs by it.
@@ -49,7 +54,7 @@ async def _search(
     )
     metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        outcome, listings = await answer(query, deadline, dependencies())
+        outcome, listings = await answer(query, deadline, dependencies(), on_lexical=on_lexical)
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -70,11 +75,12 @@ async def answer(
     deadline: SearchDeadline,
     deps: Dependencies,
     audience: str = Audience.PUBLIC,
+    on_lexical: LexicalWatcher | None = None,
 ) -> tuple[SearchOutcome, list[ListingView]]:
     """The search and the listings of `audience` it shows, by the one deadline, with the
     outcome's total time set; counts nothing (the public views count around it, the
     evaluation API must not). Raises NoAnswerError / CallerDeadlineError."""
-    outcome = await hybrid_search(query, deadline, deps)
+    outcome = await hybrid_search(query, deadline, deps, on_lexical)
     listings = await _hydrate(outcome, query, deadline, audience)
     outcome.timings.total_ms = deadline.elapsed_ms()
     return outcome, listings
@@ -158,25 +164,3 @@ async def search_api(request: HttpRequest) -> JsonResponse:
     if user.is_staff:
         body["timings_ms"] = timings_json(outcome)
     return JsonResponse(body)
-
-
-@require_GET
-async def search_page(request: HttpRequest) -> HttpResponse:
-    context: dict[str, Any] = {"query": request.GET.get("q", "")}
-    status = 200
-    if context["query"]:
-        try:
-            query, caller_timeout_ms = _parse(request)
-            outcome, listings = await _search(query, caller_timeout_ms)
-            context |= {"results": listings, "outcome": outcome}
-        except BadQueryError as exc:
-            context["error"] = str(exc)
-            status = 400
-        except (NoAnswerError, CallerDeadlineError):
-            context["error"] = "Search is overloaded right now; please try again in a moment."
-            status = 503
-    response = render(request, "retrieval/search.html", context, status=status)
-    if status == 503:
-        # The page's 503 tells a browser or crawler when to come back, as the API's does.
-        response["Retry-After"] = str(RETRY_AFTER_S)
-    return response

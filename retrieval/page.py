@@ -1,0 +1,303 @@
+"""The help-center search page: progressive, in one streamed response.
+
+The lexical stage usually answers well before the vector stage's budget ends, so the page
+shows its listings first and the final ranking when the search is done:
+
+- the search runs as for the API (`views._search`); `hybrid_search`'s `on_lexical` hands
+  over the lexical candidates, which are read (hydrated) at once, beside the vector stage;
+- whichever comes first decides the response. The final answer first (the usual case when
+  the vector stage is quick, and every error): one plain page, with its own status (400,
+  503 and 504 with Retry-After). The preview first: a 200 streamed in two chunks, the page
+  up to the preview's listings now, the final listings and the page's end when the search
+  is done. The stylesheet hides a preview once final results follow it (`:has()`), so the
+  replacement needs no JavaScript; search.js only announces it and keeps a preview the
+  user has focused until they leave it.
+
+Invariants: the page never shows a result the search did not produce (the preview is the
+lexical stage's own candidates, hydrated as every response is); the preview never delays
+the search (it is read beside it, and given up when the final answer is in hand first);
+when the request goes away, the search and the preview are cancelled, their SQL with them.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET
+from psycopg_pool import PoolTimeout
+
+from retrieval import views
+from retrieval.deadline import Deadline
+from retrieval.hybrid import CallerDeadlineError, NoAnswerError
+from retrieval.hydrate import ListingView, hydrate
+from retrieval.query import BadQueryError
+from retrieval.types import Candidate, Query, SearchOutcome, StageTimeoutError
+
+# The parts every page is made of, in order; a streamed page sends the first two first.
+_START, _RESULTS, _END = (
+    "retrieval/page_start.html",
+    "retrieval/results.html",
+    "retrieval/page_end.html",
+)
+
+
+class _Preview:
+    """The lexical stage's candidates, read as soon as it hands them over."""
+
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        # The objective bounds the read: a preview later than that is no preview.
+        self.deadline = Deadline.after(settings.SEARCH_DEADLINE_MS)
+        self.shown = asyncio.Event()
+        self.listings: list[ListingView] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self, candidates: list[Candidate]) -> None:
+        ids = [candidate.listing_id for candidate in candidates]
+        self.task = asyncio.create_task(self._read(ids), name="preview")
+
+    async def _read(self, ids: list[int]) -> None:
+        try:
+            self.listings = await hydrate(ids, self.query.text, self.query.k, self.deadline)
+        except (StageTimeoutError, PoolTimeout, psycopg.Error, OSError):
+            return  # no preview, then: the final answer comes as it would without one
+        if self.listings:  # nothing found by words is no preview: the final answer shows it
+            self.shown.set()
+
+
+@require_GET
+async def search_page(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    form = form_context(request)
+    if not request.GET.get("q"):
+        return _page(request, form, None, status=200)
+    try:
+        query, caller_timeout_ms = views._parse(request)
+    except BadQueryError as exc:
+        return _page(request, form | error_context(exc), None, status=400)
+    return await _progressive(request, form, query, caller_timeout_ms)
+
+
+async def _progressive(
+    request: HttpRequest, form: dict[str, Any], query: Query, caller_timeout_ms: float | None
+) -> HttpResponse | StreamingHttpResponse:
+    preview = _Preview(query)
+    search = asyncio.create_task(
+        views._search(query, caller_timeout_ms, on_lexical=preview.start), name="page-search"
+    )
+    shown = asyncio.create_task(preview.shown.wait(), name="preview-shown")
+    try:
+        await asyncio.wait({search, shown}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the request went away
+        _cancel(search, shown, preview.task)
+        raise
+    shown.cancel()
+    if search.done():
+        _cancel(preview.task)
+        return _final_page(request, form, query, search)
+    return StreamingHttpResponse(
+        _streamed(request, form, query, preview, search), content_type="text/html; charset=utf-8"
+    )
+
+
+def _final_page(
+    request: HttpRequest,
+    form: dict[str, Any],
+    query: Query,
+    search: "asyncio.Task[tuple[SearchOutcome, list[ListingView]]]",
+) -> HttpResponse:
+    try:
+        outcome, listings = search.result()
+    except (NoAnswerError, CallerDeadlineError) as exc:
+        status = 503 if isinstance(exc, NoAnswerError) else 504
+        response = _page(request, form, unanswered_context(), status=status)
+        # The page tells a browser or crawler when to come back, as the API does.
+        response["Retry-After"] = str(views.RETRY_AFTER_S)
+        return response
+    return _page(request, form, results_context(request, query, outcome, listings), status=200)
+
+
+async def _streamed(
+    request: HttpRequest,
+    form: dict[str, Any],
+    query: Query,
+    preview: _Preview,
+    search: "asyncio.Task[tuple[SearchOutcome, list[ListingView]]]",
+) -> AsyncIterator[str]:
+    try:
+        first = results_context(request, query, None, preview.listings, section="preview")
+        yield _render(request, _START, form) + _render(request, _RESULTS, form | first)
+        try:
+            outcome, listings = await search
+        except (NoAnswerError, CallerDeadlineError):
+            # The status is sent; what the lexical stage found is still true, so it stays,
+            # said to be unfinished.
+            final = results_context(request, query, None, preview.listings, unfinished=True)
+        else:
+            final = results_context(request, query, outcome, listings)
+        yield _render(request, _RESULTS, form | final) + _render(request, _END, form)
+    finally:
+        _cancel(search, preview.task)
+
+
+def _page(
+    request: HttpRequest, form: dict[str, Any], body: dict[str, Any] | None, *, status: int
+) -> HttpResponse:
+    context = form | (body or {})
+    parts = [_START, _RESULTS, _END] if body is not None else [_START, _END]
+    html = "".join(_render(request, part, context) for part in parts)
+    return HttpResponse(html, status=status)
+
+
+def _render(request: HttpRequest, template: str, context: dict[str, Any]) -> str:
+    return render_to_string(template, context, request)
+
+
+def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
+    for task in tasks:
+        if task is not None and not task.done():
+            task.cancel()
+
+
+# The page's filters, as the API takes them (value, label); the first `when` is the default.
+WHEN_CHOICES = [
+    ("upcoming", "Upcoming"),
+    ("today", "Today"),
+    ("this-weekend", "This weekend"),
+    ("next-7-days", "Next 7 days"),
+    ("past", "Past"),
+    ("any", "Any time"),
+]
+KIND_CHOICES = [("feed", "Feed"), ("calendar", "Calendar"), ("editorial", "Editorial")]
+MAX_PAGE = 10
+# The form field a 400 names, by the parameter its message is about; the others (k,
+# page, timeout_ms) have no field on the page, so only the message shows.
+FIELD_OF_PARAMETER = {
+    "q": "q",
+    "when": "when",
+    "from": "from",
+    "to": "to",
+    "venue": "venue",
+    "kind": "kind-feed",
+}
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One listing as the page writes it."""
+
+    listing: ListingView
+    when: str  # for people, in the listing's own zone
+    when_iso: str  # the same instant for machines (<time datetime>), or ""
+    provenance: str  # "from Barbican calendar · Time Out feed", or ""
+    matched: str  # the stages that found it, space-separated (for tests and styling)
+
+
+def form_context(request: HttpRequest) -> dict[str, Any]:
+    """The form as the request filled it in, to be shown again."""
+    params = request.GET
+    when = params.get("when") or WHEN_CHOICES[0][0]
+    kinds = set(params.getlist("kind"))
+    return {
+        "query": params.get("q", ""),
+        "when_choices": [(value, label, value == when) for value, label in WHEN_CHOICES],
+        "date_from": params.get("from", ""),
+        "date_to": params.get("to", ""),
+        "venue": params.get("venue", ""),
+        "kind_choices": [(value, label, value in kinds) for value, label in KIND_CHOICES],
+    }
+
+
+def error_context(exc: BadQueryError) -> dict[str, Any]:
+    # The contract's BadQueryError names its parameter; q until every parser does.
+    parameter = getattr(exc, "parameter", "q")
+    return {"error": str(exc), "error_field": FIELD_OF_PARAMETER.get(parameter, "")}
+
+
+def results_context(
+    request: HttpRequest,
+    query: Query,
+    outcome: SearchOutcome | None,
+    listings: list[ListingView],
+    *,
+    section: str = "final",
+    unfinished: bool = False,
+) -> dict[str, Any]:
+    """A results section: the final answer (`outcome`), or the lexical preview (none)."""
+    matched = outcome.matched if outcome is not None else {}
+    shown = [_shown(view, matched.get(view.id, {"lexical"})) for view in listings]
+    degraded = unfinished or (outcome is not None and outcome.degraded)
+    suggestion = getattr(outcome, "suggestion", None)  # the lead's "did you mean"
+    return {
+        "section": section,
+        "mode": outcome.mode if outcome is not None else "preview",
+        "results": shown,
+        "degraded": degraded,
+        "unfinished": unfinished,
+        "suggestion": suggestion,
+        "suggestion_url": _url(request, q=suggestion, page=None) if suggestion else "",
+        "any_time_url": _url(request, when=None, **{"from": None, "to": None}),
+        "next_url": _next_url(request, query, listings),
+        "announce": _announcement(len(shown), degraded),
+    }
+
+
+def unanswered_context() -> dict[str, Any]:
+    return {"section": "final", "unavailable": True, "retry_after_s": views.RETRY_AFTER_S}
+
+
+def when_text(view: ListingView) -> tuple[str, str]:
+    """(for people, for machines). Until retrieval.presentation's (the listing's own zone,
+    all-day events as a date) replaces it: the start as stored, in UTC."""
+    start = view.start
+    if start is None:
+        return "", ""
+    return f"{start:%a} {start.day} {start:%b, %H:%M %Z}", start.isoformat()
+
+
+def provenance_text(view: ListingView) -> str:
+    """Until retrieval.presentation's, from the listing's sources, replaces it: none."""
+    return ""
+
+
+def _shown(view: ListingView, stages: set[str]) -> Shown:
+    when, when_iso = when_text(view)
+    return Shown(view, when, when_iso, provenance_text(view), " ".join(sorted(stages)))
+
+
+def _announcement(count: int, degraded: bool) -> str:
+    """What the page's live region says when the final results replace the preview."""
+    found = f"{count} listing{'s' if count != 1 else ''}"
+    if degraded:
+        return (
+            f"Results updated: {found}. The full search took too long, so these may be incomplete."
+        )
+    return f"Results updated: {found}."
+
+
+def _page_number(request: HttpRequest) -> int:
+    raw = request.GET.get("page", "")
+    return int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_PAGE else 1
+
+
+def _next_url(request: HttpRequest, query: Query, listings: list[ListingView]) -> str:
+    """A link to the next page while there may be more: this page was full. (The lead's
+    `next_page` of the outcome replaces the guess.)"""
+    page = _page_number(request)
+    if len(listings) < query.k or page >= MAX_PAGE:
+        return ""
+    return _url(request, page=str(page + 1))
+
+
+def _url(request: HttpRequest, **changes: str | None) -> str:
+    """This search's own URL with `changes` made (None: the parameter dropped)."""
+    params = request.GET.copy()
+    for name, value in changes.items():
+        params.pop(name, None)
+        if value is not None:
+            params[name] = value
+    return f"?{params.urlencode()}"
