@@ -31,12 +31,20 @@
     });
   }
 
-  // Mutation records arrive before the next rendering, so a held preview never flickers.
+  // Loaded async, so it never holds up the page: the final results may already be there.
+  // If not, mutation records arrive before the next rendering, so a held preview never
+  // flickers.
+  function finalResults() {
+    return document.getElementById("final");
+  }
+  if (finalResults()) {
+    settle(finalResults());
+    return;
+  }
   var observer = new MutationObserver(function () {
-    var final = document.getElementById("final");
-    if (final) {
+    if (finalResults()) {
       observer.disconnect();
-      settle(final);
+      settle(finalResults());
     }
   });
   observer.observe(document.documentElement, { childList: true, subtree: true });
