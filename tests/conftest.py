@@ -207,10 +207,11 @@ async def warmed_up(async_client: AsyncClient, indexed_listings: None) -> None:
 
 @pytest.fixture
 def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The listings table locked after both stages answered and before the listings are
+    """The listings table locked after the stages answered and before the listings are
     read. The stages read that table too, so only a lock taken in between stalls the read
-    alone: the one seam injected."""
-    from retrieval import views
+    alone: the one seam injected, in both places listings are read (the page's lexical
+    preview reads them too, before the search's final read)."""
+    from retrieval import page, views
     from retrieval.hydrate import ListingView, hydrate
     from tests.search_fixtures import LEXICAL_TABLE, tables_locked
 
@@ -219,3 +220,4 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
             return await hydrate(*args, **kwargs)
 
     monkeypatch.setattr(views, "hydrate", behind_a_lock)
+    monkeypatch.setattr(page, "hydrate", behind_a_lock)
