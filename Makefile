@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck bench-embed services clean
+.PHONY: install browser-deps run test lint typecheck bench-embed services clean
 
 # Re-running is quick: pip runs only when requirements.txt changed since the last install.
 $(INSTALLED): requirements.txt
@@ -13,6 +13,15 @@ $(INSTALLED): requirements.txt
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
+
+# What the browser tests (tests/browser/) inject into pages: axe-core, pinned in
+# package-lock.json. Without it (or without Chromium) those tests skip and say why.
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(AXE)
+
+browser-deps: $(AXE)
 
 run: install
 	$(PY) -m searchsite.supervisor
@@ -35,4 +44,4 @@ bench-embed: install
 	$(PY) bench/embed.py
 
 clean:
-	rm -rf $(VENV) .run
+	rm -rf $(VENV) .run node_modules

@@ -12,7 +12,10 @@ Invariants:
   lexical alone; `reasons` say why any part is missing;
 - when the caller goes away (cancellation of this coroutine, or the caller's own deadline
   passing first) both stages are cancelled, their SQL with them, and nothing is built;
-- with neither branch nor the cache in time, `NoAnswerError`: never an empty success.
+- with neither branch nor the cache in time, `NoAnswerError`: never an empty success;
+- `on_lexical` (the page's progressive preview) only watches: it is told the lexical
+  candidates when that stage answers, never when it fails or is cancelled, and nothing it
+  does (or raises) delays or changes the outcome.
 """
 
 import asyncio
@@ -147,14 +150,22 @@ def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
             task.cancel()
 
 
+LexicalWatcher = Callable[[list[Candidate]], None]
+
+
 async def hybrid_search(
-    query: Query, deadline: SearchDeadline, deps: Dependencies
+    query: Query,
+    deadline: SearchDeadline,
+    deps: Dependencies,
+    on_lexical: LexicalWatcher | None = None,
 ) -> SearchOutcome:
     started = deps.clock()
     limit = query.k * CANDIDATES_PER_RESULT
     timings = StageTimings()
     lexical_task = _start(deps.lexical.search(query, limit, deadline.stages), "lexical")
     _time_stage(lexical_task, timings, "lexical", deps.clock, started)
+    if on_lexical is not None:
+        _tell_when_answered(lexical_task, on_lexical)
     reasons: list[Reason] = []
     vector_task: asyncio.Task[list[Candidate]] | None = None
     stage: _VectorStage | None = None
@@ -193,6 +204,18 @@ async def hybrid_search(
     outcome.timings = timings
     outcome.suggestion = found.suggestion if found is not None else None
     return outcome
+
+
+def _tell_when_answered(task: "asyncio.Task[LexicalResult]", watcher: LexicalWatcher) -> None:
+    """Hand the stage's candidates to `watcher` as soon as it answers. A done callback, not
+    a step of the search: it runs on its own turn of the event loop, and asyncio reports
+    what it raises without it ever reaching the search."""
+
+    def done(finished: "asyncio.Task[LexicalResult]") -> None:
+        if not finished.cancelled() and finished.exception() is None:
+            watcher(finished.result().candidates)
+
+    task.add_done_callback(done)
 
 
 def _time_stage(

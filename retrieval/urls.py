@@ -1,8 +1,8 @@
 from django.urls import path
 
-from retrieval import views
+from retrieval import page, views
 
 urlpatterns = [
-    path("", views.search_page, name="search-page"),
+    path("", page.search_page, name="search-page"),
     path("api/search", views.search_api, name="search-api"),
 ]

@@ -1,18 +1,17 @@
-"""The public search API and page. Both run the same hybrid search; the API says how every
-answer was made, the page shows a notice when results are degraded. `answer`,
-`outcome_json` and `unavailable` are the evaluation API's too (evaluation/views.py), so
-the two answer in one shape, made one way."""
+"""The public search API. The page (retrieval/page.py) runs the same search through
+`search`; the API says how every answer was made. `answer`, `outcome_json` and
+`unavailable` are the evaluation API's too (evaluation/views.py), so the two answer in one
+shape, made one way."""
 
 import asyncio
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 import psycopg
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
@@ -30,7 +29,13 @@ from retrieval.api_types import (
 )
 from retrieval.deadline import SearchDeadline, parse_caller_timeout, plan_budgets
 from retrieval.filters import parse_filters, site_zone
-from retrieval.hybrid import CallerDeadlineError, Dependencies, NoAnswerError, hybrid_search
+from retrieval.hybrid import (
+    CallerDeadlineError,
+    Dependencies,
+    LexicalWatcher,
+    NoAnswerError,
+    hybrid_search,
+)
 from retrieval.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.query import BadQueryError, parse_page, parse_query
@@ -67,16 +72,18 @@ class Shown:
     next_page: int | None  # None: the ranking holds no more showable listings
 
 
-async def search(query: Query, caller_timeout_ms: float | None) -> Shown:
-    """The public search, counted. Raises NoAnswerError / CallerDeadlineError; lets parent
-    cancellation through."""
+async def search(
+    query: Query, caller_timeout_ms: float | None, on_lexical: LexicalWatcher | None = None
+) -> Shown:
+    """The public search, counted (the API's and the page's). Raises NoAnswerError /
+    CallerDeadlineError; lets parent cancellation through."""
     # The request's one deadline: every part of the search below runs by it.
     deadline = SearchDeadline.start(
         plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms)
     )
     metrics.STARTED.labels(query_class=query.query_class).inc()
     try:
-        shown = await answer(query, deadline, dependencies())
+        shown = await answer(query, deadline, dependencies(), on_lexical=on_lexical)
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -97,12 +104,12 @@ async def answer(
     deadline: SearchDeadline,
     deps: Dependencies,
     audience: str = Audience.PUBLIC,
+    on_lexical: LexicalWatcher | None = None,
 ) -> Shown:
     """The search and the page of listings of `audience` it shows, by the one deadline,
     with the outcome's total time set; counts nothing (the public views count around it,
     the evaluation API must not). Raises NoAnswerError / CallerDeadlineError."""
-    outcome = await hybrid_search(query, deadline, deps)
-    # One more than a page: whether there is a next one.
+    outcome = await hybrid_search(query, deadline, deps, on_lexical)
     listings = await _hydrate(outcome, query, deadline, audience)
     outcome.timings.total_ms = deadline.elapsed_ms()
     more = len(listings) > query.k
@@ -218,25 +225,3 @@ async def search_api(request: HttpRequest) -> JsonResponse:
     if user.is_staff:
         body["timings_ms"] = timings_json(shown.outcome)
     return JsonResponse(body)
-
-
-@require_GET
-async def search_page(request: HttpRequest) -> HttpResponse:
-    context: dict[str, Any] = {"query": request.GET.get("q", "")}
-    status = 200
-    if context["query"]:
-        try:
-            query, caller_timeout_ms = parse_search(request)
-            shown = await search(query, caller_timeout_ms)
-            context |= {"results": shown.listings, "outcome": shown.outcome}
-        except BadQueryError as exc:
-            context["error"] = str(exc)
-            status = 400
-        except (NoAnswerError, CallerDeadlineError):
-            context["error"] = "Search is overloaded right now; please try again in a moment."
-            status = 503
-    response = render(request, "retrieval/search.html", context, status=status)
-    if status == 503:
-        # The page's 503 tells a browser or crawler when to come back, as the API's does.
-        response["Retry-After"] = str(RETRY_AFTER_S)
-    return response

@@ -133,9 +133,16 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# The admin's assets are served from the installed apps by searchsite/static_files.py; no
-# collectstatic step, and no sync-only middleware, which would run every async view in a
+# Assets are collected once per start (`manage.py bootstrap`, and the test session) into
+# the run directory, each under a name carrying a hash of its content, and served from
+# there by searchsite/static_files.py: a hashed name never changes content, so it is cached
+# for good. No sync-only middleware (WhiteNoise's), which would run every async view in a
 # thread where a client's disconnect could no longer cancel it.
+STATIC_ROOT = RUN_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+}
 
 # Celery: Redis broker, one queue per kind of work (see searchsite/celery.py).
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 from django.test import AsyncClient
 
@@ -71,6 +72,13 @@ async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_assets_collected() -> None:
+    """Pages name their assets by the manifest collectstatic writes into STATIC_ROOT (the
+    session's run directory), as `manage.py bootstrap` does on every start."""
+    call_command("collectstatic", interactive=False, verbosity=0)
 
 
 @pytest.fixture(scope="session")
@@ -205,10 +213,11 @@ async def first_search_answered(client: AsyncClient) -> None:
 
 @pytest.fixture
 def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The listings table locked after both stages answered and before the listings are
+    """The listings table locked after the stages answered and before the listings are
     read. The stages read that table too, so only a lock taken in between stalls the read
-    alone: the one seam injected."""
-    from retrieval import views
+    alone: the one seam injected, in both places listings are read (the page's lexical
+    preview reads them too, before the search's final read)."""
+    from retrieval import page, views
     from retrieval.hydrate import ListingView, hydrate
     from tests.search_fixtures import LEXICAL_TABLE, tables_locked
 
@@ -217,3 +226,4 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
             return await hydrate(*args, **kwargs)
 
     monkeypatch.setattr(views, "hydrate", behind_a_lock)
+    monkeypatch.setattr(page, "hydrate", behind_a_lock)

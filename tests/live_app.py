@@ -1,16 +1,15 @@
-"""The project's ASGI app served over real HTTP, on the test database, for tests that need a
-client outside this process (Schemathesis, a browser).
+"""The project's ASGI app over real HTTP, for tests that need a real client (a browser,
+schemathesis): uvicorn as `make run` starts it (searchsite/supervisor.py's web command), in
+a subprocess of its own, over the test database and the session's Redis, on loopback only.
 
-A pytest plugin: a test module says `pytest_plugins = ["tests.live_app"]` and asks for
-`live_app`. The server is the one `make run` starts (the supervisor's uvicorn command),
-on a free loopback port, for the whole session. What it writes is not inside any test's
-transaction, so a test that makes it write should be `django_db(transaction=True)`: the
-tables are emptied after it, as after any transactional test."""
+A test that gives the app listings must commit them (`transaction=True`): the app reads
+the database through connections of its own."""
 
 import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -20,42 +19,58 @@ from searchsite import embedded
 from searchsite.supervisor import web_argv
 from tests.conftest import free_port, wait_until
 
-# Importing the app loads the embedding model, which takes a while on a loaded machine.
+# Loading the query model before the first request takes a few seconds, more on a loaded
+# machine; uvicorn answers only after it.
 READY_TIMEOUT_S = 120
-STOP_TIMEOUT_S = 10
+STOP_TIMEOUT_S = 20
 
 
 @dataclass(frozen=True)
 class LiveApp:
     url: str  # "http://127.0.0.1:PORT"
+    process: "subprocess.Popen[bytes]"
 
 
-def _answers(server: subprocess.Popen[bytes], url: str) -> bool:
-    assert server.poll() is None, f"the web server exited with {server.returncode}"
+@contextmanager
+def serving(env: dict[str, str]) -> Iterator[LiveApp]:
+    """The app under uvicorn with `env`, answering on a free loopback port meanwhile."""
+    port = free_port()
+    process = subprocess.Popen(
+        web_argv(port, log_level="warning"),
+        cwd=embedded.REPO_DIR,
+        env=env,
+        start_new_session=True,
+    )
+    app = LiveApp(f"http://127.0.0.1:{port}", process)
     try:
-        httpx.get(f"{url}/healthz", timeout=2)  # any status: it is serving requests
+        wait_until(lambda: _answers(app), READY_TIMEOUT_S, f"the live app on port {port}")
+        yield app
+    finally:
+        _stop(process)
+
+
+def _answers(app: LiveApp) -> bool:
+    assert app.process.poll() is None, f"the live app exited with {app.process.returncode}"
+    try:
+        return httpx.get(f"{app.url}/", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-    return True
+
+
+def _stop(process: "subprocess.Popen[bytes]") -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)  # uvicorn finishes the requests in hand
+    try:
+        process.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @pytest.fixture(scope="session")
 def live_app(child_env: dict[str, str]) -> Iterator[LiveApp]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        web_argv(port, log_level="warning"),
-        cwd=embedded.REPO_DIR,
-        env=child_env,
-        start_new_session=True,
-    )
-    try:
-        wait_until(lambda: _answers(server, url), READY_TIMEOUT_S, f"the web server on {url}")
-        yield LiveApp(url)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+    """The app as configured, for the whole session (stopped before the test database is
+    dropped: it depends on it through `child_env`)."""
+    with serving(child_env) as app:
+        yield app

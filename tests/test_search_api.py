@@ -1,5 +1,5 @@
-"""The search API and page end to end on real Postgres, pgvector, Valkey and the real
-model."""
+"""The search API end to end on real Postgres, pgvector, Valkey and the real model (the
+page: tests/test_search_page.py)."""
 
 import re
 
@@ -16,7 +16,6 @@ from tests.factories import draft, source
 from tests.search_fixtures import (
     LEXICAL_TABLE,
     VECTOR_TABLE,
-    embeddings_locked,
     search_json,
     tables_locked,
 )
@@ -101,41 +100,11 @@ async def test_a_snippet_marks_the_match_and_escapes_the_listing_s_own_markup(
     assert re.sub(r"</?mark>", "", snippet).count("<") == 0  # no markup but our marks
 
 
-def _result_titles(page: str) -> list[str]:
-    """The titles of the page's result list, in order (not the echoed query)."""
-    return re.findall(r'<li><a href="[^"]*">([^<]*)</a>', page)
-
-
-async def test_the_page_lists_the_results_with_their_marked_snippets(
-    async_client: AsyncClient, warmed_up: None
-) -> None:
-    response = await async_client.get("/", {"q": "bread", "timeout_ms": "2000"})
-
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert _result_titles(page)[0] == "Sourdough baking class"
-    assert "<mark>bread</mark>" in page
-    assert "quick results" not in page
-
-
-async def test_the_page_says_when_results_are_degraded(
-    async_client: AsyncClient, warmed_up: None, test_database_url: str
-) -> None:
-    async with embeddings_locked(test_database_url):
-        response = await async_client.get("/", {"q": "organ recital"})
-
-    assert response.status_code == 200
-    page = response.content.decode()
-    assert _result_titles(page)[0] == "Organ recital"
-    assert "quick results" in page
-
-
 async def test_no_stage_in_time_is_a_503_with_retry_after(
     async_client: AsyncClient, warmed_up: None, test_database_url: str
 ) -> None:
     async with tables_locked(test_database_url, LEXICAL_TABLE, VECTOR_TABLE):
         api = await async_client.get("/api/search", {"q": "jazz"})
-        page = await async_client.get("/", {"q": "jazz"})
 
     assert api.status_code == 503
     assert int(api["Retry-After"]) >= 1
@@ -143,9 +112,6 @@ async def test_no_stage_in_time_is_a_503_with_retry_after(
     assert "lexical_timeout" in body["reasons"]
     assert {"vector_timeout", "embed_timeout"} & set(body["reasons"])
     assert "results" not in body
-    assert page.status_code == 503
-    assert "try again" in page.content.decode()
-    assert _result_titles(page.content.decode()) == []
 
 
 async def test_the_caller_s_own_deadline_passing_first_is_a_504_with_retry_after(

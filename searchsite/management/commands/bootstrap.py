@@ -1,5 +1,5 @@
-"""Prepare a fresh or existing installation: schema, an admin user, an active index
-generation. Safe to run on every start."""
+"""Prepare a fresh or existing installation: schema, static assets, an admin user, an
+active index generation. Safe to run on every start."""
 
 import secrets
 from typing import Any
@@ -16,12 +16,15 @@ from searchsite.env import env_bool, env_optional, env_str
 
 class Command(BaseCommand):
     help = (
-        "Migrate, create an admin user if none exists, ensure an active index generation, "
-        "load the demo sources on first run."
+        "Migrate, collect the static assets, create an admin user if none exists, ensure an "
+        "active index generation, load the demo sources on first run."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        # The pages name their assets by the manifest this writes (searchsite/settings.py);
+        # it runs before the web server starts, so no page names an asset not yet there.
+        call_command("collectstatic", interactive=False, verbosity=0)
         self._ensure_admin()
         generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
         self.stdout.write(

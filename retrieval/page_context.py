@@ -1,0 +1,165 @@
+"""What the search page's templates get: the form as filled in, a results section (the
+lexical preview or the final answer), the states around them (400, 503). Plain functions of
+the request and the search's values, so the page's view (retrieval/page.py) only decides
+what to send when.
+
+Times and provenance are written by retrieval.presentation, as the API writes them."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+
+from retrieval import views
+from retrieval.filters import site_zone
+from retrieval.hydrate import ListingView
+from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
+from retrieval.query import BadQueryError
+from retrieval.types import Query, SearchOutcome
+
+# The page's filters, as the API takes them (value, label); the first `when` is the default.
+WHEN_CHOICES = [
+    ("upcoming", "Upcoming"),
+    ("today", "Today"),
+    ("this-weekend", "This weekend"),
+    ("next-7-days", "Next 7 days"),
+    ("past", "Past"),
+    ("any", "Any time"),
+]
+KIND_CHOICES = [("feed", "Feed"), ("calendar", "Calendar"), ("editorial", "Editorial")]
+# The form field a 400 names, by the parameter its message is about; the others (k,
+# page, timeout_ms) have no field on the page, so only the message shows.
+FIELD_OF_PARAMETER = {
+    "q": "q",
+    "when": "when",
+    "from": "from",
+    "to": "to",
+    "venue": "venue",
+    "kind": "kind-feed",
+}
+
+
+@dataclass(frozen=True)
+class ShownListing:
+    """One listing as the page writes it."""
+
+    listing: ListingView
+    when: str  # for people, in the listing's own zone
+    when_iso: str  # the same instant for machines (<time datetime>), or ""
+    provenance: str  # "from Barbican calendar · Time Out feed", or ""
+    matched: str  # the stages that found it, space-separated (for tests and styling)
+
+
+def form_context(request: HttpRequest) -> dict[str, Any]:
+    """The form as the request filled it in, to be shown again."""
+    params = request.GET
+    when = params.get("when") or WHEN_CHOICES[0][0]
+    kinds = set(params.getlist("kind"))
+    return {
+        "query": params.get("q", ""),
+        "when_choices": [(value, label, value == when) for value, label in WHEN_CHOICES],
+        "date_from": params.get("from", ""),
+        "date_to": params.get("to", ""),
+        "venue": params.get("venue", ""),
+        "kind_choices": [(value, label, value in kinds) for value, label in KIND_CHOICES],
+    }
+
+
+def error_context(exc: BadQueryError) -> dict[str, Any]:
+    return {"error": str(exc), "error_field": FIELD_OF_PARAMETER.get(exc.parameter, "")}
+
+
+def results_context(request: HttpRequest, query: Query, shown: "views.Shown") -> dict[str, Any]:
+    """The final answer's section."""
+    return _section(
+        request,
+        query,
+        shown.outcome,
+        shown.listings,
+        section="final",
+        unfinished=False,
+        next_page=shown.next_page,
+    )
+
+
+def preview_context(
+    request: HttpRequest, query: Query, listings: list[ListingView], *, unfinished: bool = False
+) -> dict[str, Any]:
+    """The lexical preview's section; `unfinished`, it stands as the final one (the search
+    failed after the preview was sent)."""
+    return _section(
+        request,
+        query,
+        None,
+        listings,
+        section="final" if unfinished else "preview",
+        unfinished=unfinished,
+        next_page=None,
+    )
+
+
+def _section(
+    request: HttpRequest,
+    query: Query,
+    outcome: SearchOutcome | None,
+    listings: list[ListingView],
+    *,
+    section: str,
+    unfinished: bool,
+    next_page: int | None,
+) -> dict[str, Any]:
+    matched = outcome.matched if outcome is not None else {}
+    now = timezone.now()
+    shown = [_shown(view, matched.get(view.id, {"lexical"}), now) for view in listings]
+    degraded = unfinished or (outcome is not None and outcome.degraded)
+    suggestion = outcome.suggestion if outcome is not None else None
+    return {
+        "section": section,
+        "mode": outcome.mode if outcome is not None else "preview",
+        "results": shown,
+        "degraded": degraded,
+        "unfinished": unfinished,
+        "suggestion": suggestion,
+        "suggestion_url": _url(request, q=suggestion, page=None) if suggestion else "",
+        "any_time_url": _url(request, when=None, **{"from": None, "to": None}),
+        "next_url": _url(request, page=str(next_page)) if next_page else "",
+        "announce": _announcement(len(shown), degraded),
+    }
+
+
+def unanswered_context() -> dict[str, Any]:
+    return {"section": "final", "unavailable": True, "retry_after_s": views.RETRY_AFTER_S}
+
+
+def _shown(view: ListingView, stages: set[str], now: datetime) -> ShownListing:
+    site = site_zone()
+    zone = listing_zone(view.timezone, site)
+    when = when_text(
+        view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
+    )
+    provenance = provenance_text([(source.name, source.kind) for source in view.sources])
+    return ShownListing(
+        view, when, iso_local(view.starts_at, zone) or "", provenance, " ".join(sorted(stages))
+    )
+
+
+def _announcement(count: int, degraded: bool) -> str:
+    """What the page's live region says when the final results replace the preview."""
+    found = f"{count} listing{'s' if count != 1 else ''}"
+    if degraded:
+        return (
+            f"Results updated: {found}. The full search took too long, so these may be incomplete."
+        )
+    return f"Results updated: {found}."
+
+
+def _url(request: HttpRequest, **changes: str | None) -> str:
+    """This search's own URL with `changes` made (None: the parameter dropped)."""
+    params = request.GET.copy()
+    for name, value in changes.items():
+        params.pop(name, None)
+        if value is not None:
+            params[name] = value
+    return f"?{params.urlencode()}"

@@ -1,0 +1,216 @@
+"""The search page in real headless Chromium against the live app: typing a search, the
+progressive replacement of the lexical preview (with the vector stage stalled, and free),
+without JavaScript, by keyboard alone, and axe-core's verdict at desktop and phone width."""
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.browser.conftest import DESKTOP, PHONE, embeddings_locked, searching
+from tests.browser.pages import (
+    RECORD_STATES,
+    open_search,
+    scrolls_sideways,
+    search_url,
+    serious_violations,
+    shown_listings,
+    states,
+)
+from tests.live_app import LiveApp, serving
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+# A day, a date, a month, a time and the listing's own zone: "Sat 6 Dec, 19:30 GMT", or a range"
+# (the events here are London's).
+WHEN = r"^[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2}, \d{2}:\d{2}.* (GMT|BST)$"
+
+
+def test_a_typed_search_shows_listings_with_their_times_and_venues(
+    page: "Page", app: LiveApp
+) -> None:
+    page.goto(app.url)
+    page.get_by_label("What are you looking for?").fill("jazz")
+    page.keyboard.press("Enter")
+    page.locator("#final").wait_for()
+
+    listings = shown_listings(page)
+    assert listings[0].title in {"Jazz quartet at the riverside", "Late-night jazz jam"}
+    assert {"Riverside Hall", "The Cellar Bar"} <= {listing.venue for listing in listings}
+    for listing in listings:
+        assert listing.when, f"{listing.title} shows no time"
+        assert re.match(WHEN, listing.when), listing.when
+    assert page.locator("#final mark").first.inner_text().lower() == "jazz"
+
+
+def test_each_listing_says_where_it_came_from(page: "Page", app: LiveApp) -> None:
+    page.goto(search_url(app.url, q="organ recital"))
+    provenance = page.locator("#final .listing .provenance").first
+    assert "Barbican calendar" in provenance.inner_text(timeout=2000)
+
+
+@pytest.fixture(scope="module")
+def patient_app(child_env: dict[str, str]) -> Iterator[LiveApp]:
+    """The app with a vector budget longer than a browser ever takes to show a page's first
+    chunk (Chromium's navigations took 60-100 ms on the loaded development machine, longer
+    than the default 40 ms), so that the preview is seen before the final results every
+    time; and long enough for a test to free the stalled stage while it waits."""
+    budgets = {"SEARCH_DEADLINE_MS": "4000", "SEARCH_VECTOR_BUDGET_MS": "3000"}
+    with serving(child_env | budgets) as app:
+        yield app
+
+
+def test_with_the_vector_stage_stalled_lexical_listings_show_then_the_degraded_notice(
+    page: "Page", patient_app: LiveApp, events: int, test_database_url: str
+) -> None:
+    app = searching(patient_app, events)
+    page.add_init_script(RECORD_STATES)
+    with embeddings_locked(test_database_url):
+        open_search(page, app.url, q="organ recital")  # returns once the page has loaded
+    assert states(page) == [
+        {"preview": True, "final": False, "mode": None},
+        {"preview": False, "final": True, "mode": "lexical_fallback"},
+    ]
+    assert shown_listings(page)[0].title == "Organ recital"
+    notice = page.locator("#final .notice")
+    assert notice.is_visible()
+    assert "quick results" in notice.inner_text()
+
+
+def test_the_hybrid_ranking_replaces_the_lexical_preview(
+    page: "Page", patient_app: LiveApp, events: int, test_database_url: str
+) -> None:
+    app = searching(patient_app, events)
+    page.add_init_script(RECORD_STATES)
+    with embeddings_locked(test_database_url):
+        open_search(page, app.url, wait_until="commit", q="jazz")
+        page.locator("#preview .listing").first.wait_for()
+        preview = shown_listings(page, "preview")
+    page.wait_for_load_state("load")  # the vector stage, freed, finished the search
+
+    assert states(page) == [
+        {"preview": True, "final": False, "mode": None},
+        {"preview": False, "final": True, "mode": "hybrid"},
+    ]
+    final = shown_listings(page)
+    assert {listing.matched for listing in preview} == {"lexical"}
+    assert any("vector" in listing.matched for listing in final)
+    assert len(final) > len(preview)  # the vector stage found what words did not
+    assert page.locator("#announce").inner_text().startswith("Results updated")
+
+
+def test_a_preview_the_user_is_in_stays_until_they_leave_it(
+    page: "Page", patient_app: LiveApp, events: int, test_database_url: str
+) -> None:
+    app = searching(patient_app, events)
+    with embeddings_locked(test_database_url):
+        open_search(page, app.url, wait_until="commit", q="jazz")
+        first = page.locator("#preview .listing a").first
+        first.focus()
+    page.wait_for_load_state("load")
+
+    assert page.evaluate("document.activeElement.closest('#preview') !== null")
+    assert first.is_visible()
+    assert not page.locator("#final").is_visible()
+    assert page.locator("#announce").inner_text() == ""
+    page.locator("#q").focus()  # the user moves on
+    assert not page.locator("#preview").is_visible()
+    assert page.locator("#final").is_visible()
+    assert page.locator("#announce").inner_text().startswith("Results updated")
+
+
+def test_without_javascript_the_final_results_show_in_the_preview_s_place(
+    browser: "Browser", app: LiveApp, test_database_url: str
+) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        with embeddings_locked(test_database_url):  # so that a preview comes first
+            open_search(page, app.url, q="organ recital")
+        assert page.locator("#preview").count() == 1
+        assert not page.locator("#preview").is_visible()
+        assert page.locator("#final").is_visible()
+        assert shown_listings(page)[0].title == "Organ recital"
+    finally:
+        context.close()
+
+
+def test_the_filters_work_by_keyboard_alone(page: "Page", app: LiveApp) -> None:
+    page.goto(app.url)
+
+    def focused() -> str:
+        return str(page.evaluate("document.activeElement.id || document.activeElement.tagName"))
+
+    page.keyboard.press("Tab")
+    assert focused() == "q"
+    page.keyboard.type("jazz")
+    page.keyboard.press("Tab")
+    assert focused() == "BUTTON"
+    page.keyboard.press("Tab")
+    assert focused() == "when"
+    for _ in range(3):  # Upcoming -> Today -> This weekend -> Next 7 days
+        page.keyboard.press("ArrowDown")
+    page.keyboard.press("Tab")
+    assert focused() == "from"
+    page.keyboard.type("12052026")  # mm/dd/yyyy: the browser's language is en-US
+    for field in ("to", "venue"):
+        while focused() == "from" or (field == "venue" and focused() == "to"):
+            page.keyboard.press("Tab")  # through the date's day, month and year
+        assert focused() == field
+        if field == "to":
+            page.keyboard.type("12072026")
+    page.keyboard.type("Cellar")
+    page.keyboard.press("Tab")
+    assert focused() == "kind-feed"
+    page.keyboard.press("Space")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert focused() == "kind-editorial"
+    page.keyboard.press("Space")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+
+    query = page.url.split("?", 1)[1]
+    assert query == (
+        "q=jazz&when=next-7-days&from=2026-12-05&to=2026-12-07&venue=Cellar"
+        "&kind=feed&kind=editorial"
+    )
+    assert page.locator("#when").input_value() == "next-7-days"
+
+
+def _focus_ring(page: "Page") -> str:
+    return str(page.evaluate("getComputedStyle(document.activeElement).outlineStyle"))
+
+
+def test_focus_is_visible(page: "Page", app: LiveApp) -> None:
+    page.goto(app.url)
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        assert _focus_ring(page) == "solid"
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+@pytest.mark.parametrize("state", ["results", "empty", "degraded"])
+def test_axe_finds_nothing_serious(
+    axe: Path, browser: "Browser", app: LiveApp, test_database_url: str, state: str, width: str
+) -> None:
+    viewport = PHONE if width == "phone" else DESKTOP
+    context = browser.new_context(viewport=viewport)
+    try:
+        page = context.new_page()
+        if state == "results":
+            page.goto(search_url(app.url, q="jazz"))
+        else:
+            with embeddings_locked(test_database_url):  # words alone can find nothing
+                page.goto(search_url(app.url, q="zxqv" if state == "empty" else "organ recital"))
+        page.locator("#final").wait_for()
+        assert (page.locator("#final .empty").count() == 1) == (state == "empty")
+        assert (page.locator("#final .notice").count() == 1) == (state != "results")
+        page.add_script_tag(path=str(axe))
+        assert serious_violations(page) == []
+        assert not scrolls_sideways(page)
+    finally:
+        context.close()
