@@ -1,5 +1,6 @@
 """Shared start-up for benchmarks: embedded services in a scratch directory (or the
-servers named by DATABASE_URL / REDIS_URL), Django configured, schema migrated."""
+servers named by DATABASE_URL / REDIS_URL), Django configured, schema migrated, static
+assets collected."""
 
 import os
 import sys
@@ -47,6 +48,8 @@ def start(base: Path | None = None) -> "EmbeddedServices":
 
     django.setup()
     call_command("migrate", verbosity=0)
+    # The pages name their assets by the manifest this writes (the search page's too).
+    call_command("collectstatic", interactive=False, verbosity=0)
     return services
 
 

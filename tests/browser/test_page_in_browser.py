@@ -24,8 +24,8 @@ from tests.live_app import LiveApp, serving
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-# A day, a date, a month, a time and the listing's own zone: "Sat 6 Dec, 19:30 GMT", or a range"
-# (the events here are London's).
+# A day, a date, a month, a time and the listing's own zone ("Sat 6 Dec, 19:30 GMT", or a range;
+# the events here are London's).
 WHEN = r"^[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2}, \d{2}:\d{2}.* (GMT|BST)$"
 
 

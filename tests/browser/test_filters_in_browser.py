@@ -1,0 +1,83 @@
+"""The page's filters in real headless Chromium against the live app: "this weekend" and a
+venue chosen in the form narrow the listings shown to those the filters describe."""
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlparse
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.conf import settings
+from django.db import transaction
+
+from ingestion.indexing import embed_pending_batch
+from ingestion.models import Listing, Source
+from ingestion.upsert import apply_draft
+from retrieval.dates import shortcut_range
+from tests.browser.pages import shown_listings
+from tests.factories import draft
+from tests.live_app import LiveApp
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+
+@pytest.fixture
+def weekend_gig(events: int) -> str:
+    """One more Cellar Bar event, this weekend (the events' own dates fall where they
+    may), unless the weekend has nearly gone."""
+    now = datetime.now(UTC)
+    start, end = shortcut_range("this-weekend", now=now, zone=ZoneInfo(settings.TIME_ZONE))
+    at = max(start + timedelta(hours=20), now + timedelta(minutes=30))
+    if at + timedelta(hours=1) >= end:
+        pytest.skip("the weekend is nearly over: no event can still be ahead in it")
+    with transaction.atomic():
+        calendar = Source.objects.get(kind=Source.Kind.CALENDAR)
+        gig = draft("weekend-gig", title="Weekend jazz cellar session", venue="The Cellar Bar",
+                    description="Late jazz on Saturday.", starts_at=at,
+                    ends_at=at + timedelta(hours=1), timezone="Europe/London")  # fmt: skip
+        apply_draft(calendar, gig, now)
+    while embed_pending_batch():
+        pass
+    return gig.title
+
+
+def _expected(venue_word: str) -> tuple[set[str], set[str]]:
+    """The titles at a venue with that word that this weekend holds (still to end), and
+    those it does not."""
+    now = datetime.now(UTC)
+    start, end = shortcut_range("this-weekend", now=now, zone=ZoneInfo(settings.TIME_ZONE))
+    inside: set[str] = set()
+    outside: set[str] = set()
+    for listing in Listing.objects.filter(venue__icontains=venue_word):
+        until = listing.ends_at or listing.starts_at
+        held = (
+            listing.starts_at is not None
+            and until is not None
+            and listing.starts_at < end
+            and until >= max(start, now)
+        )
+        (inside if held else outside).add(listing.title)
+    return inside, outside
+
+
+def test_this_weekend_at_one_venue_shows_just_those_listings(
+    page: "Page", app: LiveApp, weekend_gig: str
+) -> None:
+    page.goto(app.url)
+    page.get_by_label("What are you looking for?").fill("jazz night music")
+    page.get_by_label("When").select_option(label="This weekend")
+    page.get_by_label("Venue").fill("cellar")
+    page.keyboard.press("Enter")
+    page.locator("#final").wait_for()
+
+    asked = parse_qs(urlparse(page.url).query)
+    assert asked["when"] == ["this-weekend"]
+    assert asked["venue"] == ["cellar"]
+    inside, outside = _expected("cellar")
+    assert weekend_gig in inside
+    assert outside, "every Cellar Bar event is this weekend: the filter would show nothing"
+    titles = {listing.title for listing in shown_listings(page)}
+    assert titles == inside
+    for listing in shown_listings(page):
+        assert listing.venue == "The Cellar Bar"
