@@ -3,7 +3,9 @@ filtered vector search counts the listings a date window passes (up to a bound) 
 index alone, to choose between ranking them all exactly and reading on through HNSW
 (retrieval/pg_vector.py). An interval index, because neither end alone narrows a window
 down: "starts before Friday" holds for every past event, "ends after Thursday" for every
-future one. least/greatest: a source may give an end before its start."""
+future one. least/greatest: a source may give an end before its start. The included
+columns let the count read the index alone (an index-only scan): counting 2,000 of half
+the listings by fetching their rows took a p99 of 75 ms."""
 
 from django.db import migrations
 
@@ -12,7 +14,7 @@ CREATE EXTENSION IF NOT EXISTS btree_gist;
 CREATE INDEX listing_embedding_dates ON ingestion_listing_embedding USING gist (
     generation_id,
     tstzrange(least(starts_at, current_until), greatest(starts_at, current_until), '[]')
-)
+) INCLUDE (listing_id, starts_at, current_until)
 """
 
 
