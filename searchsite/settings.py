@@ -198,6 +198,10 @@ SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)
 SEARCH_HNSW_M = env_int("SEARCH_HNSW_M", 16)
 SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
 SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
+# Request bodies Django reads into memory: above the editorial API's own 5 MB cap
+# (ingestion/api.py), so a body under that cap reaches the API and a larger one gets its
+# JSON 413, not Django's HTML 400 at the default 2.5 MB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * 1024 * 1024
 SEARCH_MAX_K = env_int("SEARCH_MAX_K", 50)
 # Pages of k results a search may ask for: each is a slice of the one fused ranking, which
 # holds up to 2 x CANDIDATES_PER_RESULT x k listings (retrieval/hybrid.py).
