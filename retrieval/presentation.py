@@ -65,11 +65,12 @@ def when_text(
 
 def provenance_text(sources: Sequence[tuple[str, str]]) -> str:
     """ "from Barbican calendar · Time Out feed" for (name, kind) pairs: each name with
-    its kind unless the name ends with that word already; repeats left out, order kept."""
+    its kind unless the name has that word already ("Editorial desk", not "Editorial desk
+    editorial"); repeats left out, order kept."""
     labels: dict[str, str] = {}
     for name, kind in sources:
         words = name.split()
-        if not words or words[-1].casefold() != kind.casefold():
+        if kind.casefold() not in (word.casefold() for word in words):
             words.append(kind)
         label = " ".join(words)
         labels.setdefault(label.casefold(), label)

@@ -173,11 +173,16 @@ def test_provenance_names_each_source_with_its_kind() -> None:
     )
 
 
-def test_a_name_ending_with_its_kind_is_not_given_it_twice() -> None:
-    sources = [("Barbican Calendar", "calendar"), ("Time Out  FEED", "feed"), ("Seedfeed", "feed")]
+def test_a_name_with_its_kind_is_not_given_it_twice() -> None:
+    sources = [
+        ("Barbican Calendar", "calendar"),
+        ("Time Out  FEED", "feed"),
+        ("Seedfeed", "feed"),
+        ("Editorial desk", "editorial"),
+    ]
     assert (
         provenance_text(sources)
-        == "from Barbican Calendar \u00b7 Time Out FEED \u00b7 Seedfeed feed"
+        == "from Barbican Calendar \u00b7 Time Out FEED \u00b7 Seedfeed feed \u00b7 Editorial desk"
     )
 
 
