@@ -5,12 +5,15 @@ while the vector stage still runs, the final results after it)."""
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from urllib.parse import parse_qs
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
+from retrieval import vocabulary
 from retrieval.pg import VECTOR_TAG
 from tests.conftest import eventually
 from tests.search_fixtures import (
@@ -155,6 +158,22 @@ async def test_nothing_found_says_what_to_try_next(
     assert "Try fewer words" in final
     # The date filters dropped, every other parameter kept.
     assert 'href="?q=zxqv">search at any time</a>' in final
+
+
+async def test_a_misspelt_search_offers_the_corrected_one(
+    async_client: AsyncClient, warmed_up: None
+) -> None:
+    await sync_to_async(vocabulary.refresh)()
+    response = await async_client.get("/", {"q": "sourdogh", "timeout_ms": "2000"})
+    final = _section("".join(await _chunks(response)), "final")
+
+    link = re.search(r'Did you mean <a href="\?([^"]*)" class="suggestion">sourdough</a>', final)
+    assert link
+    assert parse_qs(link.group(1).replace("&amp;", "&")) == {
+        "q": ["sourdough"],
+        "timeout_ms": ["2000"],
+    }
+    assert "Sourdough baking class" in _titles(final)
 
 
 async def test_a_full_page_links_to_the_next_with_the_search_kept(
