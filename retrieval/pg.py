@@ -10,8 +10,9 @@ import asyncio
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -66,6 +67,24 @@ async def _configure(conn: AsyncConnection) -> None:
     _prepared[conn] = frozenset(prepared)
 
 
+# What the hot path's connections call themselves in pg_stat_activity: a web process's
+# searches, unless the work is cache warming (retrieval/warm.py), which runs the same
+# search in a worker.
+SEARCH_CONNECTIONS = "searchsite-search"
+WARMING_CONNECTIONS = "searchsite-warming"
+_application_name: ContextVar[str] = ContextVar("application_name", default=SEARCH_CONNECTIONS)
+
+
+@contextmanager
+def connections_named(name: str) -> Iterator[None]:
+    """Pools opened meanwhile (in this context) name their connections `name`."""
+    token = _application_name.set(name)
+    try:
+        yield
+    finally:
+        _application_name.reset(token)
+
+
 def conninfo() -> str:
     """The default database as Django sees it (so tests reach their test database)."""
     db = settings.DATABASES["default"]
@@ -76,6 +95,7 @@ def conninfo() -> str:
         "host": db.get("HOST") or None,
         "port": db.get("PORT") or None,
         **db.get("OPTIONS", {}),
+        "application_name": _application_name.get(),
     }
     return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 

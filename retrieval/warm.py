@@ -11,7 +11,7 @@ from retrieval import metrics
 from retrieval.cache import RedisResultCache, close_async_redis
 from retrieval.deadline import BudgetPolicy, SearchDeadline, plan_budgets
 from retrieval.hybrid import hybrid_search, writes_done
-from retrieval.pg import close_pools
+from retrieval.pg import WARMING_CONNECTIONS, close_pool, connections_named
 from retrieval.service import dependencies
 from retrieval.types import Mode, Query
 from retrieval.warming import job_key, load_job
@@ -42,7 +42,8 @@ def warm(key: str) -> str:
     if query is None:
         metrics.WARMING.labels(event="failed").inc()
         return "expired"
-    mode = asyncio.run(_search(query))
+    with connections_named(WARMING_CONNECTIONS):
+        mode = asyncio.run(_search(query))
     event = "completed" if mode == Mode.HYBRID else "failed"
     metrics.WARMING.labels(event=event).inc()
     return event
@@ -70,5 +71,5 @@ async def _search(query: Query) -> Mode:
         return (await hybrid_search(query, deadline, deps)).mode
     finally:
         await writes_done()  # the result is what this task is for
-        await close_pools()
+        await close_pool()  # this loop's: the task's loop ends with it
         await close_async_redis()

@@ -36,7 +36,7 @@ async def schedule_warming(key: str, query: Query) -> None:
         if not first:
             metrics.WARMING.labels(event="deduplicated").inc()
             return
-        await client.set(job_key(key), _job(query), ex=JOB_TTL_S)
+        await client.set(job_key(key), job_payload(query), ex=JOB_TTL_S)
     except (RedisError, OSError):
         metrics.WARMING.labels(event="failed").inc()
         return
@@ -47,7 +47,8 @@ async def schedule_warming(key: str, query: Query) -> None:
     metrics.WARMING.labels(event="enqueued").inc()
 
 
-def _job(query: Query) -> str:
+def job_payload(query: Query) -> str:
+    """What waits in Redis beside a warming task: the query, as `load_job` reads it."""
     return json.dumps(dataclasses.asdict(query), default=datetime.isoformat)
 
 

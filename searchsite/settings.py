@@ -86,9 +86,16 @@ DATABASE_URL = env_optional("DATABASE_URL") or embedded.default_database_url()
 REDIS_URL = env_optional("REDIS_URL") or embedded.default_redis_url()
 
 
+# What this process is (web, ingest-worker, embed-worker, beat: the supervisor and
+# docker-compose.yml set it; manage for anything else), named in every connection's
+# application_name so that ops can read pg_stat_activity.
+PROCESS_ROLE = env_str("SEARCHSITE_ROLE", "manage")
+
+
 # Any: Django's own type for a DATABASES entry, so a reader of it needs no cast.
 def _database(url: str) -> dict[str, Any]:
     params = conninfo_to_dict(url)
+    params.setdefault("application_name", f"searchsite-{PROCESS_ROLE}")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": params.pop("dbname", "searchsite"),

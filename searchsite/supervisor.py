@@ -29,7 +29,11 @@ class Child:
 def _spawn(name: str, argv: list[str]) -> Child:
     # Own process group: Ctrl-C reaches only the supervisor, which then stops the children
     # in order (web before worker before the servers they use).
-    return Child(name, subprocess.Popen(argv, cwd=embedded.REPO_DIR, start_new_session=True))
+    # The child names itself in its database connections (settings.PROCESS_ROLE).
+    env = {**os.environ, "SEARCHSITE_ROLE": name}
+    return Child(
+        name, subprocess.Popen(argv, cwd=embedded.REPO_DIR, env=env, start_new_session=True)
+    )
 
 
 def _stop(child: Child) -> None:
