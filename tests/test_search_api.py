@@ -85,7 +85,7 @@ def _add_listing(title: str, description: str) -> None:
 
 
 async def test_a_snippet_marks_the_match_and_escapes_the_listing_s_own_markup(
-    async_client: AsyncClient, indexed_listings: None
+    async_client: AsyncClient, warmed_up: None
 ) -> None:
     await sync_to_async(_add_listing)(
         "Harpsichord evening",
