@@ -54,6 +54,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "searchsite.middleware.PrometheusBeforeMiddleware",
     "searchsite.middleware.SecurityMiddleware",
+    "searchsite.content_security.content_security_policy",
     "searchsite.middleware.SessionMiddleware",
     "searchsite.middleware.CommonMiddleware",
     "searchsite.middleware.CsrfViewMiddleware",
