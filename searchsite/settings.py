@@ -34,6 +34,22 @@ SECRET_KEY = _secret_key()
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 
+# HTTPS, for a deployment behind TLS (README, "On real servers"). Off by default: `make run`
+# serves plain HTTP on loopback, where a redirect to HTTPS or a secure-only cookie would
+# lock its admin out.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
+# Behind a proxy that terminates TLS and says so in X-Forwarded-Proto (and strips it from
+# what clients send): only then may Django believe the header.
+if env_bool("DJANGO_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Django finds its security, clickjacking and CSRF middleware by dotted path; this site
+# runs subclasses of them (searchsite/middleware.py), which searchsite/checks.py checks for.
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
