@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_prometheus",
+    "axes",
     "searchsite",
     "ingestion",
     "retrieval",
@@ -78,7 +79,20 @@ MIDDLEWARE = [
     "searchsite.middleware.MessageMiddleware",
     "searchsite.middleware.XFrameOptionsMiddleware",
     "searchsite.middleware.PrometheusAfterMiddleware",
+    # Last, as django-axes asks: it turns a lockout its backend flagged into the answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin logins are throttled (django-axes): AXES_FAILURE_LIMIT failures for one user name
+# from one address lock that pair out for AXES_COOLOFF_TIME hours; a success resets them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "searchsite.urls"
 ASGI_APPLICATION = "searchsite.asgi.application"
