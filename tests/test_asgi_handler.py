@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from django.conf import settings
+from pytest_django.fixtures import Settings
 
 from searchsite.handler import SearchASGIHandler
 
@@ -64,3 +65,24 @@ async def test_other_paths_keep_a_thread_per_request(
         response = await client.get("/admin/login/")
         assert response.status_code == 200
         assert thread_starts, "a synchronous view ran without a thread of its request"
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_a_body_over_the_cap_is_a_413_in_plain_words(
+    client: httpx.AsyncClient, settings: Settings, declared: bool
+) -> None:
+    """Refused as it is read, declared or chunked (httpx sends a generator's chunks with no
+    Content-Length), before any view; a body under the cap still reaches its view."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100
+
+    content: bytes | AsyncIterator[bytes] = b"x" * 2000 if declared else chunks()
+    response = await client.post("/api/editorial/records", content=content)
+    assert response.status_code == 413
+    assert "over 1000 bytes" in response.text
+
+    small = await client.post("/api/editorial/records", content=b"[]")
+    assert small.status_code == 401  # the view answered: no token
