@@ -68,10 +68,10 @@ class Parameter:
 
 
 def search_parameters(
-    *, max_query_chars: int = MAX_QUERY_CHARS, max_k: int = MAX_K
+    *, max_query_chars: int = MAX_QUERY_CHARS, max_k: int = MAX_K, max_page: int = MAX_PAGE
 ) -> tuple[Parameter, ...]:
-    """Every parameter the search reads. The two limits settings can change are arguments,
-    so a schema built with the site's settings states the limits the site enforces."""
+    """Every parameter the search reads. The limits settings can change are arguments, so
+    a schema built with the site's settings states the limits the site enforces."""
     timeout = (
         "Your own deadline in milliseconds, e.g. 500 or 12.5: the answer comes by then, or a 504"
     )
@@ -101,7 +101,7 @@ def search_parameters(
             example=2,
             type="integer",
             minimum=1,
-            maximum=MAX_PAGE,
+            maximum=max_page,
             default=1,
         ),
         Parameter(

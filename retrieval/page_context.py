@@ -13,9 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from retrieval import views
-from retrieval.filters import site_zone
 from retrieval.hydrate import ListingView
-from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.query import BadQueryError
 from retrieval.types import Query, SearchOutcome
 
@@ -134,14 +132,9 @@ def unanswered_context() -> dict[str, Any]:
 
 
 def _shown(view: ListingView, stages: set[str], now: datetime) -> ShownListing:
-    site = site_zone()
-    zone = listing_zone(view.timezone, site)
-    when = when_text(
-        view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
-    )
-    provenance = provenance_text([(source.name, source.kind) for source in view.sources])
+    told = views.described(view, now)
     return ShownListing(
-        view, when, iso_local(view.starts_at, zone) or "", provenance, " ".join(sorted(stages))
+        view, told.when, told.start or "", told.provenance, " ".join(sorted(stages))
     )
 
 

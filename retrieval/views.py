@@ -152,26 +152,51 @@ def _count(query: Query, outcome: SearchOutcome) -> None:
         metrics.REASONS.labels(reason=reason).inc()
 
 
-def _listing_json(view: ListingView, matched: set[str], now: datetime) -> ResultBody:
+@dataclass(frozen=True)
+class Described:
+    """A listing's times, in its own zone, and its provenance, as people and machines read
+    them: what the API's results and the page's listings both write."""
+
+    zone: str  # IANA name
+    start: str | None  # ISO 8601 with the offset
+    end: str | None
+    when: str  # "Sat 6 Dec, 19:30 GMT"
+    provenance: str  # "from Barbican calendar · Time Out feed"
+
+
+def described(view: ListingView, now: datetime) -> Described:
     site = site_zone()
     zone = listing_zone(view.timezone, site)
-    sources = [(source.name, source.kind) for source in view.sources]
+    return Described(
+        zone.key,
+        iso_local(view.starts_at, zone),
+        iso_local(view.ends_at, zone),
+        when_text(
+            view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
+        ),
+        provenance_text([(source.name, source.kind) for source in view.sources]),
+    )
+
+
+def _listing_json(view: ListingView, matched: set[str], now: datetime) -> ResultBody:
+    told = described(view, now)
     return {
         "id": view.id,
         "title": view.title,
         "venue": view.venue,
-        "start": iso_local(view.starts_at, zone),
-        "end": iso_local(view.ends_at, zone),
-        "timezone": zone.key,
+        "start": told.start,
+        "end": told.end,
+        "timezone": told.zone,
         "all_day": view.all_day,
-        "when": when_text(
-            view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
-        ),
+        "when": told.when,
         "url": view.url,
         "snippet": view.snippet,
         "matched": sorted(cast("set[Stage]", matched)),
-        "sources": [SourceBody(name=name, kind=cast("SourceKind", kind)) for name, kind in sources],
-        "provenance": provenance_text(sources),
+        "sources": [
+            SourceBody(name=source.name, kind=cast("SourceKind", source.kind))
+            for source in view.sources
+        ],
+        "provenance": told.provenance,
     }
 
 

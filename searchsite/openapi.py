@@ -111,7 +111,9 @@ def _search(bodies: dict[str, JsonSchemaValue]) -> JsonSchemaValue:
         )
     }
     parameters = search_parameters(
-        max_query_chars=settings.SEARCH_MAX_QUERY_CHARS, max_k=settings.SEARCH_MAX_K
+        max_query_chars=settings.SEARCH_MAX_QUERY_CHARS,
+        max_k=settings.SEARCH_MAX_K,
+        max_page=settings.SEARCH_MAX_PAGE,
     )
     return {
         "operationId": "search",
