@@ -72,8 +72,12 @@ class SearchDeadline:
         return (self.end.clock() - self.started_at) * 1000
 
     @classmethod
-    def start(cls, budgets: Budgets, clock: Clock = time.monotonic) -> Self:
-        now = clock()
+    def start(
+        cls, budgets: Budgets, clock: Clock = time.monotonic, arrived_at: float | None = None
+    ) -> Self:
+        """The budgets counted from the request's arrival on `clock` (retrieval/arrival.py;
+        now when not given): time it spent queued is time it no longer has."""
+        now = clock() if arrived_at is None else arrived_at
 
         def after(ms: float) -> Deadline:
             return Deadline(at=now + ms / 1000, clock=clock)

@@ -93,4 +93,14 @@ BREAKER_STATE = Gauge(
     "1 when this process sees the vector breaker open or half-open",
     multiprocess_mode="max",
 )
+REQUESTS_IN_FLIGHT = Gauge(
+    "retrieval_requests_in_flight",
+    "Search requests past the door and not yet answered",
+    multiprocess_mode="livesum",
+)
+SHED_AT_DOOR = Counter(
+    "retrieval_shed_at_door",
+    "Search requests answered 503 at the door, before any work: too many in flight",
+    ["surface"],
+)
 WARMING = Counter("retrieval_cache_warming", "Cache warming", ["event"])

@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
@@ -55,10 +54,10 @@ _START, _RESULTS, _END = (
 class _Preview:
     """The lexical stage's candidates, read as soon as it hands them over."""
 
-    def __init__(self, query: Query) -> None:
+    def __init__(self, query: Query, deadline: Deadline) -> None:
         self.query = query
-        # The objective bounds the read: a preview later than that is no preview.
-        self.deadline = Deadline.after(settings.SEARCH_DEADLINE_MS)
+        # The request's deadline bounds the read: a preview later than that is no preview.
+        self.deadline = deadline
         self.shown = asyncio.Event()
         self.listings: list[ListingView] = []
         self.task: asyncio.Task[None] | None = None
@@ -93,11 +92,12 @@ async def search_page(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
 async def _progressive(
     request: HttpRequest, form: dict[str, Any], query: Query, caller_timeout_ms: float | None
 ) -> HttpResponse | StreamingHttpResponse:
-    preview = _Preview(query)
+    deadline = views.request_deadline(request, caller_timeout_ms)
+    preview = _Preview(query, deadline.end)
     # A later page has no preview: the lexical ranking's slice is not the final one's.
     watcher = preview.start if query.page == 1 else None
     search = asyncio.create_task(
-        views.search(query, caller_timeout_ms, on_lexical=watcher), name="page-search"
+        views.search(query, deadline, on_lexical=watcher), name="page-search"
     )
     shown = asyncio.create_task(preview.shown.wait(), name="preview-shown")
     try:

@@ -8,15 +8,18 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
+from retrieval import metrics
 from retrieval.admission import AdmissionLimit
 from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy, Deadline
+from retrieval.door import Door
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
+from retrieval.types import Query
 from retrieval.warming import schedule_warming
 
 _generations = GenerationLookup()
@@ -63,6 +66,20 @@ def vector_gate() -> BreakerGate:
 
 
 @cache
+def front_door() -> Door:
+    return Door(settings.SEARCH_MAX_IN_FLIGHT)
+
+
+async def warm_unless_shedding(key: str, query: Query) -> None:
+    """Cache warming, except while the door is turning searches away: a warming search is
+    a whole search's work, which the shed requests were refused for want of."""
+    if front_door().shedding():
+        metrics.WARMING.labels(event="skipped_shedding").inc()
+        return
+    await schedule_warming(key, query)
+
+
+@cache
 def dependencies() -> Dependencies:
     return Dependencies(
         lexical=PgLexicalIndex(),
@@ -72,7 +89,7 @@ def dependencies() -> Dependencies:
         active_generation=active_generation,
         breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
-        warm=schedule_warming,
+        warm=warm_unless_shedding,
     )
 
 
@@ -81,7 +98,7 @@ def forget_wiring() -> None:
     Outcomes already given to the breaker are recorded first."""
     if vector_gate.cache_info().currsize:
         vector_gate().close()
-    for made in (dependencies, vector_gate, vector_breaker):
+    for made in (dependencies, vector_gate, vector_breaker, front_door):
         made.cache_clear()
 
 

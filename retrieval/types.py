@@ -27,6 +27,8 @@ class Reason(StrEnum):
     LEXICAL_ERROR = "lexical_error"
     DATABASE_ERROR = "database_error"
     LISTINGS_TIMEOUT = "listings_timeout"  # the ranked listings could not be read in time
+    OVERLOADED = "overloaded"  # turned away at the door: this process had enough in flight
+    QUEUED_PAST_DEADLINE = "queued_past_deadline"  # it waited its whole deadline before work
 
 
 class StageTimeoutError(Exception):

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import NoReturn, cast
 
 import psycopg
 from django.conf import settings
@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
-from retrieval import metrics
+from retrieval import arrival, metrics
 from retrieval.api_types import (
     BadParameterBody,
     ResultBody,
@@ -72,16 +72,26 @@ class Shown:
     next_page: int | None  # None: the ranking holds no more showable listings
 
 
+def request_deadline(request: HttpRequest, caller_timeout_ms: float | None) -> SearchDeadline:
+    """The request's one deadline, counted from its arrival (retrieval/arrival.py): every
+    part of its search runs by it, and so does the page's preview."""
+    scope = getattr(request, "scope", {})  # an ASGI request's; a WSGI one arrived now
+    return SearchDeadline.start(
+        plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms),
+        arrived_at=scope.get(arrival.SCOPE_KEY),
+    )
+
+
 async def search(
-    query: Query, caller_timeout_ms: float | None, on_lexical: LexicalWatcher | None = None
+    query: Query, deadline: SearchDeadline, on_lexical: LexicalWatcher | None = None
 ) -> Shown:
     """The public search, counted (the API's and the page's). Raises NoAnswerError /
     CallerDeadlineError; lets parent cancellation through."""
-    # The request's one deadline: every part of the search below runs by it.
-    deadline = SearchDeadline.start(
-        plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms)
-    )
     metrics.STARTED.labels(query_class=query.query_class).inc()
+    if deadline.stages.expired():
+        # It waited in a queue for all the time its stages had: no answer can be on time,
+        # so none is started, and the caller hears so now.
+        _unavailable(query, [Reason.QUEUED_PAST_DEADLINE])
     try:
         shown = await answer(query, deadline, dependencies(), on_lexical=on_lexical)
     except asyncio.CancelledError:
@@ -91,12 +101,18 @@ async def search(
         metrics.PARENT_CANCELLED.labels(cause="caller_deadline").inc()
         raise
     except NoAnswerError as exc:
-        metrics.UNAVAILABLE.labels(query_class=query.query_class).inc()
-        for reason in exc.reasons:
-            metrics.REASONS.labels(reason=reason).inc()
-        raise
+        _unavailable(query, exc.reasons, exc)
     _count(query, shown.outcome)
     return shown
+
+
+def _unavailable(
+    query: Query, reasons: list[Reason], cause: NoAnswerError | None = None
+) -> NoReturn:
+    metrics.UNAVAILABLE.labels(query_class=query.query_class).inc()
+    for reason in reasons:
+        metrics.REASONS.labels(reason=reason).inc()
+    raise cause or NoAnswerError(reasons)
 
 
 async def answer(
@@ -240,7 +256,7 @@ async def search_api(request: HttpRequest) -> JsonResponse:
     except BadQueryError as exc:
         return bad_request(exc)
     try:
-        shown = await search(query, caller_timeout_ms)
+        shown = await search(query, request_deadline(request, caller_timeout_ms))
     except NoAnswerError as exc:
         return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except CallerDeadlineError:

@@ -2,10 +2,12 @@ import os
 
 import django
 
-from searchsite.handler import SearchASGIHandler
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+# After setup: the handler's front door is the search service's, which reads the models.
+from searchsite.handler import SearchASGIHandler  # noqa: E402
+
 application = SearchASGIHandler()
 
 

@@ -13,19 +13,31 @@ the cache that a stalled Redis can hold up, and on the shared thread it would ho
 search of the process. So does every other path, so that a slow synchronous admin view
 never queues another request.
 
+Every search request is stamped with its arrival (retrieval/arrival.py), the instant its
+deadline counts from, and passes the process's front door (retrieval/door.py): past the
+bound on searches in flight it is answered 503 here, before Django's request machinery
+runs, in a small fixed body.
+
 Every request's body is capped (DATA_UPLOAD_MAX_MEMORY_SIZE) as it is read: Django's own
 ASGI handler reads any body whole, into a file that rolls over to disk, before a view or a
 middleware could refuse it. A body over the cap is answered 413, in plain words, whether
 its length was declared or it came chunked.
 """
 
+import json
 from typing import IO, Any
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.urls import reverse
 
-SEARCH_URL_NAMES = ("search-page", "search-api")
+from retrieval import arrival, metrics
+from retrieval.service import front_door
+from retrieval.types import Reason
+from retrieval.views import RETRY_AFTER_S
+
+# The search URLs' names, and the surface each is counted as.
+SEARCHES = (("search-page", "page"), ("search-api", "api"))
 
 
 class _BodyTooLargeError(Exception):
@@ -35,7 +47,7 @@ class _BodyTooLargeError(Exception):
 class SearchASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         super().__init__()
-        self._search_paths: frozenset[str] | None = None
+        self._search_paths: dict[str, str] | None = None
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -60,35 +72,92 @@ class SearchASGIHandler(ASGIHandler):
         return body
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if self._anonymous_search(scope):
-            await self.handle(scope, receive, send)
-        else:
+        surface = self._search_surface(scope)
+        if surface is None:
             await super().__call__(scope, receive, send)
-
-    def _anonymous_search(self, scope: dict[str, Any]) -> bool:
-        if scope["type"] != "http" or scope["path"] not in self._paths():
-            return False
-        session = settings.SESSION_COOKIE_NAME.encode() + b"="
-        return not any(
-            name == b"cookie" and session in value for name, value in scope.get("headers", ())
+            return
+        headers = scope.get("headers", [])
+        scope[arrival.SCOPE_KEY] = arrival.arrived_at(
+            headers, trust_header=settings.SEARCH_TRUST_X_REQUEST_START
         )
+        slot = front_door().try_enter()
+        if slot is None:
+            metrics.SHED_AT_DOOR.labels(surface=surface).inc()
+            await _turned_away(surface, send)
+            return
+        metrics.REQUESTS_IN_FLIGHT.inc()
+        try:
+            if _has_session(headers):
+                await super().__call__(scope, receive, send)
+            else:
+                await self.handle(scope, receive, send)
+        finally:
+            metrics.REQUESTS_IN_FLIGHT.dec()
+            slot.release()
 
-    def _paths(self) -> frozenset[str]:
+    def _search_surface(self, scope: dict[str, Any]) -> str | None:
+        """ "api" or "page" for a search request, else None."""
+        if scope["type"] != "http":
+            return None
         if self._search_paths is None:  # the URLconf is loaded by the first request
-            self._search_paths = frozenset(reverse(name) for name in SEARCH_URL_NAMES)
-        return self._search_paths
+            self._search_paths = {reverse(name): surface for name, surface in SEARCHES}
+        return self._search_paths.get(scope["path"])
+
+
+def _has_session(headers: list[tuple[bytes, bytes]]) -> bool:
+    session = settings.SESSION_COOKIE_NAME.encode() + b"="
+    return any(name == b"cookie" and session in value for name, value in headers)
 
 
 async def _too_large(send: Any) -> None:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     body = f"The request body is over {limit} bytes, the most this site accepts.\n".encode()
+    await _respond(send, 413, b"text/plain; charset=utf-8", body, [])
+
+
+# What a search turned away at the door gets: fixed bytes, so that refusing costs nothing.
+# The API's is its usual 503 body (retrieval/api_types.py UnavailableBody).
+_BUSY_API = json.dumps(
+    {"error": "the search is busy; try again shortly", "reasons": [Reason.OVERLOADED]}
+).encode()
+_BUSY_PAGE = (
+    b'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    b'<meta name="viewport" content="width=device-width, initial-scale=1">'
+    b"<title>Search is busy</title></head><body><main><h1>Search is busy</h1>"
+    b"<p>Too many searches are running right now. Please try again in a moment.</p>"
+    b"</main></body></html>"
+)
+_BUSY = {
+    "api": (b"application/json", _BUSY_API),
+    "page": (b"text/html; charset=utf-8", _BUSY_PAGE),
+}
+# The page's own headers (searchsite/content_security.py) are not set on this path, so it
+# carries the strictest: it has no script, style or image to allow.
+_BUSY_HEADERS = [
+    (b"retry-after", str(RETRY_AFTER_S).encode()),
+    (b"cache-control", b"no-store"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+async def _turned_away(surface: str, send: Any) -> None:
+    content_type, body = _BUSY[surface]
+    await _respond(send, 503, content_type, body, _BUSY_HEADERS)
+
+
+async def _respond(
+    send: Any, status: int, content_type: bytes, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )

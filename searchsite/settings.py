@@ -245,6 +245,12 @@ SEARCH_MAX_K = env_int("SEARCH_MAX_K", 50)
 # holds up to 2 x CANDIDATES_PER_RESULT x k listings (retrieval/hybrid.py).
 SEARCH_MAX_PAGE = env_int("SEARCH_MAX_PAGE", 10)
 SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
+# Search requests one web process serves at once; past it the door answers 503 at once
+# (retrieval/door.py). Chosen by measurement, docs/reliability.md.
+SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
+# A proxy in front that stamps X-Request-Start (and strips the clients' own): only then
+# may a search's deadline count from the proxy's receipt (retrieval/arrival.py).
+SEARCH_TRUST_X_REQUEST_START = env_bool("SEARCH_TRUST_X_REQUEST_START", False)
 SEARCH_POOL_MIN = env_int("SEARCH_POOL_MIN", 2)
 SEARCH_POOL_MAX = env_int("SEARCH_POOL_MAX", 32)
 SEARCH_CACHE_TTL_S = env_int("SEARCH_CACHE_TTL_S", 24 * 3600)
