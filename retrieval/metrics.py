@@ -98,6 +98,14 @@ REQUESTS_IN_FLIGHT = Gauge(
     "Search requests past the door and not yet answered",
     multiprocess_mode="livesum",
 )
+POOL_WAIT = Histogram(
+    "retrieval_pool_wait_seconds",
+    "Waits for a search connection from the pool",
+    buckets=LATENCY_BUCKETS,
+)
+POOL_TIMEOUTS = Counter(
+    "retrieval_pool_timeouts", "Waits for a search connection that ran out of time"
+)
 SHED_AT_DOOR = Counter(
     "retrieval_shed_at_door",
     "Search requests answered 503 at the door, before any work: too many in flight",

@@ -9,6 +9,7 @@ One pool per event loop, because async connections belong to the loop that made 
 import asyncio
 import logging
 import re
+import time
 import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,8 +22,9 @@ from django.conf import settings
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import QueryCanceled
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from retrieval import metrics
 from retrieval.deadline import Deadline
 from retrieval.types import StageTimeoutError
 
@@ -122,8 +124,16 @@ async def get_pool() -> AsyncConnectionPool:
 async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
     """A pooled connection, waiting at most `timeout_s` for one."""
     pool = await get_pool()
-    async with pool.connection(timeout=max(timeout_s, 0.001)) as conn:
-        yield conn
+    asked = time.perf_counter()
+    try:
+        async with pool.connection(timeout=max(timeout_s, 0.001)) as conn:
+            if metrics.counted():
+                metrics.POOL_WAIT.observe(time.perf_counter() - asked)
+            yield conn
+    except PoolTimeout:
+        if metrics.counted():
+            metrics.POOL_TIMEOUTS.inc()
+        raise
 
 
 async def close_pool() -> None:
