@@ -4,11 +4,15 @@ A bad value fails loudly at start-up instead of turning into a silent default.
 """
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+IPNetwork = IPv4Network | IPv6Network
 
 
 def env_str(name: str, default: str) -> str:
@@ -57,3 +61,12 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list[IPNetwork]:
+    """A comma-separated list of networks ("127.0.0.0/8,::1/128"; an address is a network
+    of one), refused at start-up when one is not a network."""
+    try:
+        return [ip_network(item, strict=False) for item in env_list(name, default)]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None

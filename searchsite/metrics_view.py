@@ -1,8 +1,16 @@
 """GET /metrics: this process's (or, with PROMETHEUS_MULTIPROC_DIR, every process's)
 counters and histograms, as django-prometheus exports them, plus gauges read from the
-database at scrape time."""
+database at scrape time.
 
-from django.http import HttpRequest, HttpResponse
+Only for scrapers: a request from METRICS_ALLOWED_NETWORKS (loopback by default), or one
+carrying `Authorization: Bearer <METRICS_BEARER_TOKEN>`. Anyone else gets a 404, as if
+there were nothing here: the figures say how the site degrades and what it ingests."""
+
+import hmac
+import ipaddress
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
 from django_prometheus.exports import ExportToDjangoView
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -14,7 +22,22 @@ _state.register(IngestionStateCollector())
 _state.register(GuardrailCollector())
 
 
+def may_scrape(request: HttpRequest) -> bool:
+    token: str | None = settings.METRICS_BEARER_TOKEN
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode()):
+            return True
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:  # no address (a Unix socket): not from an allowed network
+        return False
+    return any(address in network for network in settings.METRICS_ALLOWED_NETWORKS)
+
+
 def metrics(request: HttpRequest) -> HttpResponse:
+    if not may_scrape(request):
+        raise Http404()
     response: HttpResponse = ExportToDjangoView(request)  # django-prometheus is untyped
     response.write(generate_latest(_state))
     return response

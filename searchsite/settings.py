@@ -8,7 +8,15 @@ import django_stubs_ext
 from psycopg.conninfo import conninfo_to_dict
 
 from searchsite import embedded
-from searchsite.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+from searchsite.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_optional,
+    env_str,
+)
 
 # Django's generic classes (ModelAdmin[Listing]) can be subscripted at run time, as they
 # are for mypy; before any admin module is imported.
@@ -244,6 +252,11 @@ SEARCH_MAX_K = env_int("SEARCH_MAX_K", 50)
 # Pages of k results a search may ask for: each is a slice of the one fused ranking, which
 # holds up to 2 x CANDIDATES_PER_RESULT x k listings (retrieval/hybrid.py).
 SEARCH_MAX_PAGE = env_int("SEARCH_MAX_PAGE", 10)
+# Who may read /metrics (searchsite/metrics_view.py): these networks, or a bearer of the
+# token. Behind a proxy on the same host every request comes from loopback: then name the
+# proxy's scrapers' network, or none, and give Prometheus the token.
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+METRICS_BEARER_TOKEN = env_optional("METRICS_BEARER_TOKEN")
 SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
 # Search requests one web process serves at once; past it the door answers 503 at once
 # (retrieval/door.py). Chosen by measurement, docs/reliability.md.
