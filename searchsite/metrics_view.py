@@ -4,10 +4,14 @@ database at scrape time.
 
 Only for scrapers: a request from METRICS_ALLOWED_NETWORKS (loopback by default), or one
 carrying `Authorization: Bearer <METRICS_BEARER_TOKEN>`. Anyone else gets a 404, as if
-there were nothing here: the figures say how the site degrades and what it ingests."""
+there were nothing here: the figures say how the site degrades and what it ingests.
+Each scrape first drops the live gauges of processes that are gone
+(searchsite/metrics_files.py)."""
 
 import hmac
 import ipaddress
+import os
+from pathlib import Path
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from evaluation.guardrail import GuardrailCollector
 from ingestion.state_metrics import IngestionStateCollector
+from searchsite.metrics_files import sweep_dead_processes
 
 _state = CollectorRegistry(auto_describe=False)
 _state.register(IngestionStateCollector())
@@ -38,6 +43,9 @@ def may_scrape(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not may_scrape(request):
         raise Http404()
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        sweep_dead_processes(Path(directory))
     response: HttpResponse = ExportToDjangoView(request)  # django-prometheus is untyped
     response.write(generate_latest(_state))
     return response

@@ -1,0 +1,62 @@
+"""A killed process's live gauges leave the sum; its counters stay in it
+(searchsite/metrics_files.py). Real processes write real multiprocess files."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from searchsite.metrics_files import sweep_dead_processes
+
+# A process that counts one search and holds one in flight, then waits to be killed.
+WRITER = """
+import sys
+from prometheus_client import Counter, Gauge
+Counter("demo_searches", "d").inc()
+Gauge("demo_in_flight", "d", multiprocess_mode="livesum").inc()
+print("written", flush=True)
+sys.stdin.read()
+"""
+
+
+def _writer(directory: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "written\n"
+    return process
+
+
+def _summed(directory: Path) -> dict[str, float]:
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]  # unannotated upstream
+    return {
+        sample.name: sample.value
+        for family in registry.collect()
+        for sample in family.samples
+        if sample.name in ("demo_searches_total", "demo_in_flight")
+    }
+
+
+def test_a_killed_process_s_live_gauges_go_and_its_counts_stay(tmp_path: Path) -> None:
+    living, killed = _writer(tmp_path), _writer(tmp_path)
+    try:
+        assert _summed(tmp_path) == {"demo_searches_total": 2, "demo_in_flight": 2}
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert sweep_dead_processes(tmp_path) == [killed.pid]
+        assert _summed(tmp_path) == {"demo_searches_total": 2, "demo_in_flight": 1}
+        assert sweep_dead_processes(tmp_path) == []  # the living one is left alone
+    finally:
+        living.kill()
+        living.wait()
