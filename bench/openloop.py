@@ -56,7 +56,8 @@ class Schedule:
     def poisson(cls, rate: float, duration_s: float, seed: int = 1) -> "Schedule":
         """Exponential gaps at mean `rate`: bursts as independent callers make them."""
         _bounded_count(rate, duration_s)
-        rng, offsets, at = random.Random(seed), [], 0.0
+        rng, at = random.Random(seed), 0.0
+        offsets: list[float] = []
         while (at := at + rng.expovariate(rate)) < duration_s and len(offsets) < MAX_REQUESTS:
             offsets.append(at)
         return cls(tuple(offsets), duration_s)

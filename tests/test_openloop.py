@@ -6,14 +6,20 @@ wait for a connection."""
 import asyncio
 import itertools
 import json
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
-from bench.openloop import Connections, Schedule, run, summarise
 from evaluation.sweep import NotLoopbackError
+
+# The benches import each other as top-level modules (each is run as a script from bench/);
+# appended, so no bench module can shadow a package of the project.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
+from openloop import Connections, Schedule, run, summarise
 
 Handler = Callable[[int], Awaitable[None]]  # told each request's number, returns to answer
 
