@@ -1,0 +1,285 @@
+"""The system under load, for bench/load.py and bench/soak.py: its embedding worker and
+feed stream, the processes that serve it (web, worker, Postgres, Valkey) found and
+measured by CPU and memory, and the probes the generator samples while it runs
+(server-side in-flight stages, Postgres connections, Valkey memory).
+
+Reading the system changes nothing: process tables, /metrics, counts from Postgres and
+Valkey. What the bench adds (its worker, the feed's source and listings) it removes."""
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+import psycopg
+from openloop import Connections, Probe
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.rows import TupleRow
+
+# Each group is measured with every process under its roots, children included (uvicorn's,
+# Celery's pool, Postgres' backends), read afresh each time since backends come and go.
+Groups = Mapping[str, list[psutil.Process]]
+
+
+@contextmanager
+def web_server(repo: Path, log: Path) -> Iterator[str]:
+    """uvicorn serving the site on 127.0.0.1 as `make run` starts it, its output (a line
+    per 503 under overload) to `log`; yields the base URL once a search answers."""
+    from search import free_port
+
+    from searchsite.supervisor import web_argv
+
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with open(log, "ab") as output:
+        server = subprocess.Popen(
+            web_argv(port, "warning"),
+            cwd=repo,
+            env={**os.environ, "SEARCHSITE_ROLE": "web"},
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_answering(base_url, server)
+        yield base_url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> None:
+    async def first_answer() -> None:
+        connections = Connections(base_url, limit=1)
+        try:
+            while server.poll() is None:
+                with contextlib.suppress(OSError):
+                    await connections.get("/api/search?q=warm", lambda: None)  # loads the model
+                    return
+                await asyncio.sleep(0.1)
+        finally:
+            await connections.close()
+
+    asyncio.run(asyncio.wait_for(first_answer(), timeout=120))
+    if server.poll() is not None:
+        raise SystemExit(f"the web server exited with {server.returncode}")
+
+
+@contextmanager
+def embedding_worker(repo: str) -> Iterator[psutil.Process]:
+    """A Celery worker for embedding (and warming) with one process, as `make run` has."""
+    from searchsite.supervisor import STOP_TIMEOUT_S, worker_argv
+
+    worker = subprocess.Popen(
+        worker_argv("embedding,warming", 1, "bench-load-embed@%h", "WARNING"),
+        cwd=repo,
+        env={**os.environ, "SEARCHSITE_ROLE": "embed-worker"},
+        start_new_session=True,
+    )
+    try:
+        yield psutil.Process(worker.pid)
+    finally:
+        worker.send_signal(signal.SIGTERM)  # the leader only: it stops its own pool
+        try:
+            worker.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
+
+def listening_process(url: str) -> psutil.Process:
+    """The process of this user that listens on `url`'s port (the web server)."""
+    port = urlsplit(url).port
+    for conn in psutil.net_connections(kind="tcp"):
+        # laddr is (ip, port), or () for a socket bound to nothing
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid:
+            return psutil.Process(conn.pid)
+    raise SystemExit(f"no process of this user listens on port {port}")
+
+
+def celery_workers(beside: psutil.Process) -> list[psutil.Process]:
+    """Celery workers started from the same directory as `beside` (an attached stack's)."""
+    cwd = beside.cwd()
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd", "ppid"]):
+        cmdline = process.info["cmdline"] or []
+        if "celery" in cmdline[:3] and "worker" in cmdline and process.info["cwd"] == cwd:
+            found.append(process)
+    # The workers' pool processes are their children: measured under them, not twice.
+    pids = {process.pid for process in found}
+    return [process for process in found if process.info["ppid"] not in pids]
+
+
+def postgres_postmaster(conninfo: str) -> psutil.Process:
+    """The postmaster: the parent of a backend this opens."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None  # a SELECT of a value has a row
+    parent = psutil.Process(row[0]).parent()
+    if parent is None:
+        raise SystemExit("the database's backend has no parent process on this machine")
+    return parent
+
+
+def valkey_process() -> psutil.Process:
+    from resilience.redis_clients import get_redis
+
+    info = get_redis().info("server")
+    return psutil.Process(int(info["process_id"]))
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
+    """User plus system CPU of each group's processes alive now, since each started, by
+    (group, pid)."""
+    found = {}
+    for name, roots in groups.items():
+        for process in (p for root in roots for p in _tree(root)):
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            found[name, process.pid] = times.user + times.system
+    return found
+
+
+def cores_used(
+    before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float], seconds: float
+) -> dict[str, float]:
+    """CPU each group used between two `cpu_seconds` readings, in cores. A process that
+    ended between them is not counted; one that started is counted whole (backends live
+    for the pool's lifetime, so neither happens much within a step)."""
+    used: dict[str, float] = {}
+    for (name, pid), total in after.items():
+        used[name] = used.get(name, 0.0) + total - before.get((name, pid), 0.0)
+    return {name: round(cpu / seconds, 3) for name, cpu in used.items()}
+
+
+def rss_mb(groups: Groups) -> dict[str, float]:
+    """Resident memory of every process of every group, keyed "group pid name"."""
+    found = {}
+    for name, roots in groups.items():
+        for process in (p for root in roots for p in _tree(root)):
+            try:
+                found[f"{name} {process.pid} {process.name()}"] = process.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+                continue
+    return found
+
+
+def server_in_flight(base_url: str) -> Probe:
+    """Stages running in the web server now (`retrieval_in_flight`, by stage)."""
+    connections = Connections(base_url, limit=1)
+
+    async def probe() -> dict[str, float]:
+        try:
+            async with asyncio.timeout(1.0):
+                status, body = await connections.get("/metrics", lambda: None)
+        except (TimeoutError, OSError):
+            return {}
+        if status != 200:
+            return {}
+        found = {}
+        for family in text_string_to_metric_families(body.decode()):
+            if family.name == "retrieval_in_flight":
+                for sample in family.samples:
+                    found[f"server_in_flight_{sample.labels['stage']}"] = sample.value
+        return found
+
+    return probe
+
+
+def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
+    """Client connections to Postgres, and how many are running a statement now, asked on
+    `conn` (autocommit). The search pool's waits are not exported; a pool at its limit
+    shows here as every search connection active."""
+
+    async def probe() -> dict[str, float]:
+        cursor = await conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        row = await cursor.fetchone()
+        total, active = row if row else (0, 0)
+        return {"pg_connections": total, "pg_active": active}
+
+    return probe
+
+
+def valkey_memory() -> Probe:
+    from resilience.redis_clients import get_redis
+
+    redis = get_redis()
+
+    async def probe() -> dict[str, float]:
+        info = await asyncio.to_thread(redis.info, "memory")
+        return {"valkey_used_memory_mb": int(info["used_memory"]) / 2**20}
+
+    return probe
+
+
+FEED_SOURCE = "bench load feed"
+
+
+@dataclass
+class FeedFigures:
+    rate_asked: float
+    sent: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.sent / self.seconds if self.seconds else 0.0
+
+
+def remove_bench_sources() -> None:
+    """The feed's and bench/ingest.py's sources and their listings, from this run or one
+    that did not clean up: the bench database keeps exactly the listings it was built with."""
+    from evaluation.sweep_stream import remove_stream
+    from ingestion.models import Source
+
+    for source in Source.objects.filter(name__in=[FEED_SOURCE, "bench e2e"]):
+        remove_stream(source)
+
+
+@contextmanager
+def feed_stream(repo: Path, rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]:
+    """bench/feed.py running at `rate` for at most `seconds` while the block runs; its
+    listings removed at the end. `skip`: records of bench/listings.py used elsewhere in the
+    run (so the feed's titles are not the same events, which de-duplication would merge)."""
+    from ingestion.models import Source
+
+    remove_bench_sources()
+    source = Source.objects.create(name=FEED_SOURCE, kind=Source.Kind.EDITORIAL, active=False)
+    figures = FeedFigures(rate)
+    argv = [sys.executable, str(repo / "bench" / "feed.py"), f"--source-id={source.pk}",
+            f"--rate={rate}", f"--seconds={seconds}", f"--skip={skip}"]  # fmt: skip
+    feed = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, env=dict(os.environ))
+    try:
+        assert feed.stdout is not None  # a pipe: asked for above
+        if feed.stdout.readline().strip() != b"ready":  # b"": it exited first
+            raise SystemExit("the feed stream did not start")
+        yield figures
+    finally:
+        feed.send_signal(signal.SIGTERM)  # it finishes the batch in hand, then reports
+        out, _ = feed.communicate(timeout=60)
+        remove_bench_sources()
+        if feed.returncode != 0:
+            raise SystemExit(f"the feed stream exited with {feed.returncode}")
+        report = json.loads(out.decode().strip().splitlines()[-1])
+        figures.sent, figures.seconds = report["sent"], report["seconds"]
