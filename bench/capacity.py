@@ -23,9 +23,24 @@ database keeps exactly its listings.
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
+from harness import SHARED_DATA
+from listings import records
 from stack import cores_used, cpu_seconds, remove_bench_sources
+
+# The bench data's texts are bench/listings.py's first 2,000 records (bench/search_data.py).
+BASE_RECORDS = 2000
+
+
+def feed_skip(ceiling_records: int) -> int:
+    """Records a feed skips: the bench data's and the ingestion ceiling's."""
+    return BASE_RECORDS + ceiling_records
+
+
+def _data_dir() -> Path | None:
+    return SHARED_DATA if SHARED_DATA.exists() else None
 
 
 @dataclass(frozen=True)
@@ -102,11 +117,23 @@ def search_capacity(
     return uvloop.run(measure())
 
 
-def ingestion_capacity(batch: list[dict[str, object]]) -> float:
-    """Listings per second, end to end in one process; the batch is removed afterwards."""
+def query_pool(needed: int) -> list[str]:
+    """Distinct title-word queries (bench/search.py's, of the bench data's own titles), as
+    many as `needed` if the words allow."""
+    from search import queries
+
+    distinct = list(dict.fromkeys(queries(3 * needed, records(BASE_RECORDS, _data_dir()))))
+    return distinct[:needed]
+
+
+def ingestion_capacity(count: int) -> float:
+    """Listings per second, end to end in one process, on `count` records after the bench
+    data's own (a feed started with `feed_skip(count)` then sends others again); they are
+    removed afterwards."""
     from ingest import end_to_end_rate
 
     try:
+        batch = records(BASE_RECORDS + count, _data_dir())[BASE_RECORDS:]
         rate, _, _ = end_to_end_rate(batch)
     finally:
         remove_bench_sources()

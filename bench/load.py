@@ -28,7 +28,6 @@ import asyncio
 import itertools
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -37,13 +36,24 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, SHARED_DATA, running
+from harness import REPO, running
 
 sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evaluation/)
 import psutil
 import psycopg
+from capacity import feed_skip, ingestion_capacity, query_pool, search_capacity
 from openloop import Connections, Probe, Schedule, StepFigures, run, summarise
-from stack import Groups, cores_used, cpu_seconds
+from stack import (
+    Groups,
+    add_stack_arguments,
+    cores_used,
+    cpu_seconds,
+    feed_stream,
+    postgres_connections,
+    prepare,
+    serve,
+    server_in_flight,
+)
 
 SEARCH_PATH = "/api/search"
 DEFAULT_MULTIPLES = "0.25,0.5,0.75,1,1.25,1.5,2,3,4"
@@ -178,63 +188,26 @@ def plot(
     figure.savefig(out, dpi=110)
 
 
-def query_pool(needed: int) -> list[str]:
-    """Distinct title-word queries (bench/search.py's), as many as the run sends if the
-    words allow; the pool then wraps."""
-    from listings import records
-    from search import queries
-
-    base = records(2000, SHARED_DATA if SHARED_DATA.exists() else None)
-    distinct = list(dict.fromkeys(queries(3 * needed, base)))
-    return distinct[:needed]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # The database bench/search.py builds with --data-dir /tmp/bench100k.
-    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "bench100k")
-    parser.add_argument(
-        "--url", help="a running stack's base URL on loopback (else one is started)"
-    )
     parser.add_argument("--step-seconds", type=float, default=8.0)
     parser.add_argument("--multiples", default=DEFAULT_MULTIPLES, help="of the capacity limit")
     parser.add_argument("--capacity-queries", type=int, default=300)
-    parser.add_argument("--ingest-records", type=int, default=256, help="for the ceiling")
     parser.add_argument("--ingest-share", type=float, default=0.8, help="of the ceiling")
     parser.add_argument("--fallback-objective", type=float, default=0.05)
-    parser.add_argument("--timeout-s", type=float, default=5.0, help="per request")
     parser.add_argument("--max-connections", type=int, default=1024)
     parser.add_argument("--poisson", action="store_true", help="Poisson arrivals, not fixed")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "load-curve.png")
+    add_stack_arguments(parser)
     args = parser.parse_args()
     multiples = [float(part) for part in args.multiples.split(",")]
     with running(args.data_dir), ExitStack() as stack:
         from django.conf import settings
         from django.db import connection
-        from listings import records
-        from stack import (
-            celery_workers,
-            embedding_worker,
-            feed_stream,
-            listening_process,
-            postgres_connections,
-            postgres_postmaster,
-            remove_bench_sources,
-            server_in_flight,
-            valkey_process,
-            web_server,
-        )
 
-        from ingestion import generations
-        from ingestion.embedding import DIMENSIONS, MODEL_NAME
-        from ingestion.models import Listing
         from retrieval.pg import conninfo
 
-        remove_bench_sources()  # a run that did not clean up
-        generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
-        data_dir = SHARED_DATA if SHARED_DATA.exists() else None
-        # Built by bench/search.py --data-dir; used as found, never rebuilt here.
-        print(f"{Listing.objects.count()} listings in {args.data_dir}")
+        postmaster = prepare(args.data_dir)
         options = Options(
             args.step_seconds,
             args.timeout_s,
@@ -243,11 +216,8 @@ def main() -> None:
             settings.SEARCH_DEADLINE_MS,
             args.fallback_objective,
         )
-        from capacity import ingestion_capacity, search_capacity
 
-        postmaster = postgres_postmaster(conninfo())
-        # Requests of every step, twice over (quiet and ingesting), with room for the
-        # overload steps: known once the limit is, but bounded by it, so guess high.
+        # Far more than the web's query cache holds: cycled, the pool never hits it.
         pool = query_pool(60_000)
         capacity = search_capacity(
             pool[-args.capacity_queries :],
@@ -255,8 +225,7 @@ def main() -> None:
             postmaster,
         )
         limit = capacity.limit_rate
-        # Records 2,000 onwards: the first 2,000 are the bench data's own texts.
-        ceiling = ingestion_capacity(records(2000 + args.ingest_records, data_dir)[2000:])
+        ceiling = ingestion_capacity(args.ingest_records)
         connection.close()
         cores = psutil.cpu_count() or 1
         print(
@@ -264,22 +233,7 @@ def main() -> None:
             f"ingestion ceiling {ceiling:.1f} listings/s; {len(pool)} distinct queries"
             f"{'' if len(pool) > QUERY_CACHE else ' (fewer than the query cache: repeats hit it)'}"
         )
-        if args.url:
-            base_url = args.url.rstrip("/")
-            web = listening_process(base_url)
-            workers = celery_workers(web)
-        else:
-            log = args.data_dir / "load-web.log"
-            base_url = stack.enter_context(web_server(REPO, log))
-            print(f"web server's log: {log}")
-            web = listening_process(base_url)
-            workers = [stack.enter_context(embedding_worker(str(REPO)))]
-        groups: Groups = {
-            "web": [web],
-            "postgres": [postmaster],
-            "worker": workers,
-            "valkey": [valkey_process()],
-        }
+        base_url, groups = serve(stack, args.url, args.data_dir / "load-web.log", postmaster)
         rates = [(f"x{multiple:g}", multiple * limit) for multiple in multiples]
         queries = itertools.cycle(pool)
 
@@ -304,8 +258,7 @@ def main() -> None:
         ramps["quiet"], overloads["quiet"] = asyncio.run(ramp("quiet"))
         feed_rate = args.ingest_share * ceiling
         feed_seconds = (len(rates) + 3) * (args.step_seconds + args.timeout_s)
-        skip = 2000 + args.ingest_records  # not the texts of the data, nor the ceiling's
-        with feed_stream(REPO, feed_rate, feed_seconds, skip) as feed:
+        with feed_stream(feed_rate, feed_seconds, feed_skip(args.ingest_records)) as feed:
             ramps["ingesting"], overloads["ingesting"] = asyncio.run(ramp("ingesting"))
     report(
         args.out, options, capacity.as_json(cores), ceiling, feed_rate, feed.rate, ramps, overloads

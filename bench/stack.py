@@ -6,6 +6,7 @@ measured by CPU and memory, and the probes the generator samples while it runs
 Reading the system changes nothing: process tables, /metrics, counts from Postgres and
 Valkey. What the bench adds (its worker, the feed's source and listings) it removes."""
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -13,14 +14,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 import psycopg
+from harness import REPO
 from openloop import Connections, Probe
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import TupleRow
@@ -31,7 +34,7 @@ Groups = Mapping[str, list[psutil.Process]]
 
 
 @contextmanager
-def web_server(repo: Path, log: Path) -> Iterator[str]:
+def web_server(log: Path) -> Iterator[str]:
     """uvicorn serving the site on 127.0.0.1 as `make run` starts it, its output (a line
     per 503 under overload) to `log`; yields the base URL once a search answers."""
     from search import free_port
@@ -43,7 +46,7 @@ def web_server(repo: Path, log: Path) -> Iterator[str]:
     with open(log, "ab") as output:
         server = subprocess.Popen(
             web_argv(port, "warning"),
-            cwd=repo,
+            cwd=REPO,
             env={**os.environ, "SEARCHSITE_ROLE": "web"},
             stdout=output,
             stderr=output,
@@ -75,13 +78,13 @@ def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> Non
 
 
 @contextmanager
-def embedding_worker(repo: str) -> Iterator[psutil.Process]:
+def embedding_worker() -> Iterator[psutil.Process]:
     """A Celery worker for embedding (and warming) with one process, as `make run` has."""
     from searchsite.supervisor import STOP_TIMEOUT_S, worker_argv
 
     worker = subprocess.Popen(
         worker_argv("embedding,warming", 1, "bench-load-embed@%h", "WARNING"),
-        cwd=repo,
+        cwd=REPO,
         env={**os.environ, "SEARCHSITE_ROLE": "embed-worker"},
         start_new_session=True,
     )
@@ -94,6 +97,58 @@ def embedding_worker(repo: str) -> Iterator[psutil.Process]:
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options bench/load.py and bench/soak.py share: where the system is, how long a
+    request may take, and how the ingestion ceiling is measured."""
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bench100k",
+        help="the database bench/search.py built with --data-dir",
+    )
+    parser.add_argument("--url", help="a running stack on loopback (else one is started)")
+    parser.add_argument("--timeout-s", type=float, default=5.0, help="per request")
+    parser.add_argument("--ingest-records", type=int, default=256, help="for the ceiling")
+
+
+def prepare(data_dir: Path) -> psutil.Process:
+    """The bench database as bench/search.py built it (used as found, never rebuilt), less
+    anything a run that did not clean up left, with its active generation; returns the
+    postmaster."""
+    from ingestion import generations
+    from ingestion.embedding import DIMENSIONS, MODEL_NAME
+    from ingestion.models import Listing
+    from retrieval.pg import conninfo
+
+    remove_bench_sources()
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    print(f"{Listing.objects.count()} listings in {data_dir}")
+    return postgres_postmaster(conninfo())
+
+
+def serve(
+    stack: ExitStack, url: str | None, log: Path, postmaster: psutil.Process
+) -> tuple[str, Groups]:
+    """The base URL of the system to load and its processes by group: with `url`, the
+    stack already serving there (e.g. `make run`'s); else a web server and an embedding
+    worker started here, stopped when `stack` closes."""
+    if url:
+        base_url = url.rstrip("/")
+        web = listening_process(base_url)
+        workers = celery_workers(web)
+    else:
+        base_url = stack.enter_context(web_server(log))
+        print(f"web server's log: {log}")
+        web = listening_process(base_url)
+        workers = [stack.enter_context(embedding_worker())]
+    return base_url, {
+        "web": [web],
+        "postgres": [postmaster],
+        "worker": workers,
+        "valkey": [valkey_process()],
+    }
 
 
 def listening_process(url: str) -> psutil.Process:
@@ -120,11 +175,11 @@ def celery_workers(beside: psutil.Process) -> list[psutil.Process]:
 
 
 def postgres_postmaster(conninfo: str) -> psutil.Process:
-    """The postmaster: the parent of a backend this opens."""
+    """The postmaster: the parent of a backend this opens (asked while it is open)."""
     with psycopg.connect(conninfo) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None  # a SELECT of a value has a row
-    parent = psutil.Process(row[0]).parent()
+        assert row is not None  # a SELECT of a value has a row
+        parent = psutil.Process(row[0]).parent()
     if parent is None:
         raise SystemExit("the database's backend has no parent process on this machine")
     return parent
@@ -258,7 +313,7 @@ def remove_bench_sources() -> None:
 
 
 @contextmanager
-def feed_stream(repo: Path, rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]:
+def feed_stream(rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]:
     """bench/feed.py running at `rate` for at most `seconds` while the block runs; its
     listings removed at the end. `skip`: records of bench/listings.py used elsewhere in the
     run (so the feed's titles are not the same events, which de-duplication would merge)."""
@@ -267,9 +322,9 @@ def feed_stream(repo: Path, rate: float, seconds: float, skip: int) -> Iterator[
     remove_bench_sources()
     source = Source.objects.create(name=FEED_SOURCE, kind=Source.Kind.EDITORIAL, active=False)
     figures = FeedFigures(rate)
-    argv = [sys.executable, str(repo / "bench" / "feed.py"), f"--source-id={source.pk}",
+    argv = [sys.executable, str(REPO / "bench" / "feed.py"), f"--source-id={source.pk}",
             f"--rate={rate}", f"--seconds={seconds}", f"--skip={skip}"]  # fmt: skip
-    feed = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, env=dict(os.environ))
+    feed = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, env=dict(os.environ))
     try:
         assert feed.stdout is not None  # a pipe: asked for above
         if feed.stdout.readline().strip() != b"ready":  # b"": it exited first
