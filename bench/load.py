@@ -155,9 +155,14 @@ def row(step: Step) -> str:
 
 
 def plot(
-    ramps: dict[str, list[Step]], limit: float, sustained: dict[str, float], out: Path
+    ramps: dict[str, list[Step]],
+    limit: float,
+    sustained: dict[str, float],
+    options: Options,
+    out: Path,
 ) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -176,9 +181,13 @@ def plot(
     done.plot([0, top], [0, top], color="lightgrey", label="completed = offered")
     done.axvline(limit, color="red", linestyle="-.", label=f"capacity limit {limit:.0f}/s")
     done.set_ylabel("completed 200s per s")
+    p99.axhline(options.objective_ms, color="red", linestyle="-.", label="objective")
     p99.set_yscale("log")
     p99.set_ylabel("p99 ms (from intended send)")
-    fallback.set_ylabel("fallback share")
+    fallback.axhline(options.fallback_objective, color="red", linestyle="-.", label="objective")
+    fallback.set_ylim(0, 1.02)
+    fallback.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    fallback.set_ylabel("fallback share (not hybrid)")
     fallback.set_xlabel("offered searches per s (dotted: sustainable rate of each ramp)")
     for axes in (done, p99, fallback):
         axes.legend(loc="best", fontsize="small")
@@ -305,7 +314,8 @@ def report(
         summary["ingestion_moves_p99"] = round(moved, 3)
         print(f"at {quiet.label} the feed moved the p99 by {moved:+.0%} (target <= +20 %)")
     print(f"feed {feed_achieved:.1f} listings/s of {feed_asked:.1f}/s asked")
-    plot(ramps, limit, sustained, out)
+    # The overload steps too: the curve runs to 4x each ramp's sustainable rate.
+    plot({name: ramps[name] + overloads[name] for name in ramps}, limit, sustained, options, out)
     document = {
         "command": " ".join(sys.argv),
         "options": asdict(options),
