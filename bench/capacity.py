@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from feed import remove_bench_sources
 from harness import SHARED_DATA
 from listings import records
-from stack import cores_used, cpu_seconds, remove_bench_sources
+from stack import cores_used, cpu_seconds
 
 # The bench data's texts are bench/listings.py's first 2,000 records (bench/search_data.py).
 BASE_RECORDS = 2000

@@ -42,13 +42,13 @@ sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evalu
 import psutil
 import psycopg
 from capacity import feed_skip, ingestion_capacity, query_pool, search_capacity
+from feed import feed_stream
 from openloop import Connections, Probe, Schedule, StepFigures, run, summarise
 from stack import (
     Groups,
     add_stack_arguments,
     cores_used,
     cpu_seconds,
-    feed_stream,
     postgres_connections,
     prepare,
     serve,

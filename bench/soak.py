@@ -32,11 +32,11 @@ from harness import REPO, running
 sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evaluation/)
 import psycopg
 from capacity import feed_skip, ingestion_capacity, query_pool
+from feed import feed_stream
 from openloop import Connections, Record, Run, Schedule, run, summarise
 from stack import (
     Groups,
     add_stack_arguments,
-    feed_stream,
     postgres_connections,
     prepare,
     rss_mb,

@@ -1,28 +1,26 @@
-"""The system under load, for bench/load.py and bench/soak.py: its embedding worker and
-feed stream, the processes that serve it (web, worker, Postgres, Valkey) found and
+"""The system under load, for bench/load.py and bench/soak.py: its web server and
+embedding worker, the processes that serve it (web, worker, Postgres, Valkey) found and
 measured by CPU and memory, and the probes the generator samples while it runs
 (server-side in-flight stages, Postgres connections, Valkey memory).
 
 Reading the system changes nothing: process tables, /metrics, counts from Postgres and
-Valkey. What the bench adds (its worker, the feed's source and listings) it removes."""
+Valkey. What the bench starts it stops; what it ingests, bench/feed.py removes."""
 
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 import psycopg
+from feed import remove_bench_sources
 from harness import REPO
 from openloop import Connections, Probe
 from prometheus_client.parser import text_string_to_metric_families
@@ -122,7 +120,7 @@ def prepare(data_dir: Path) -> psutil.Process:
     from ingestion.models import Listing
     from retrieval.pg import conninfo
 
-    remove_bench_sources()
+    remove_bench_sources()  # of a run that did not clean up
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     print(f"{Listing.objects.count()} listings in {data_dir}")
     return postgres_postmaster(conninfo())
@@ -286,55 +284,3 @@ def valkey_memory() -> Probe:
         return {"valkey_used_memory_mb": int(info["used_memory"]) / 2**20}
 
     return probe
-
-
-FEED_SOURCE = "bench load feed"
-
-
-@dataclass
-class FeedFigures:
-    rate_asked: float
-    sent: int = 0
-    seconds: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.sent / self.seconds if self.seconds else 0.0
-
-
-def remove_bench_sources() -> None:
-    """The feed's and bench/ingest.py's sources and their listings, from this run or one
-    that did not clean up: the bench database keeps exactly the listings it was built with."""
-    from evaluation.sweep_stream import remove_stream
-    from ingestion.models import Source
-
-    for source in Source.objects.filter(name__in=[FEED_SOURCE, "bench e2e"]):
-        remove_stream(source)
-
-
-@contextmanager
-def feed_stream(rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]:
-    """bench/feed.py running at `rate` for at most `seconds` while the block runs; its
-    listings removed at the end. `skip`: records of bench/listings.py used elsewhere in the
-    run (so the feed's titles are not the same events, which de-duplication would merge)."""
-    from ingestion.models import Source
-
-    remove_bench_sources()
-    source = Source.objects.create(name=FEED_SOURCE, kind=Source.Kind.EDITORIAL, active=False)
-    figures = FeedFigures(rate)
-    argv = [sys.executable, str(REPO / "bench" / "feed.py"), f"--source-id={source.pk}",
-            f"--rate={rate}", f"--seconds={seconds}", f"--skip={skip}"]  # fmt: skip
-    feed = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, env=dict(os.environ))
-    try:
-        assert feed.stdout is not None  # a pipe: asked for above
-        if feed.stdout.readline().strip() != b"ready":  # b"": it exited first
-            raise SystemExit("the feed stream did not start")
-        yield figures
-    finally:
-        feed.send_signal(signal.SIGTERM)  # it finishes the batch in hand, then reports
-        out, _ = feed.communicate(timeout=60)
-        remove_bench_sources()
-        if feed.returncode != 0:
-            raise SystemExit(f"the feed stream exited with {feed.returncode}")
-        report = json.loads(out.decode().strip().splitlines()[-1])
-        figures.sent, figures.seconds = report["sent"], report["seconds"]
