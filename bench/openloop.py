@@ -263,7 +263,7 @@ class StepFigures:
     status_5xx: int
     status_503: int
     no_response: int
-    in_flight_littles_law: float  # answered rate x mean latency
+    in_flight_littles_law: float  # offered rate x mean latency
     in_flight_sampled: float  # the client's outstanding requests, mean of the samples
     probes: dict[str, float]  # each probe's figure, mean of its samples
 
@@ -279,12 +279,8 @@ def summarise(step: Run) -> StepFigures:
     total = max(1, len(records))
     latencies = [record.latency_ms for record in records] or [0.0]
     within = [record for record in records if record.status and record.done_s <= seconds]
-    answered = [record for record in records if record.status]
     kinds = Counter(_kind(record) for record in records)
     reasons = Counter(reason for record in records for reason in set(record.reasons))
-    mean_latency_s = (
-        sum(record.latency_ms for record in answered) / len(answered) / 1000 if answered else 0.0
-    )
     probe_keys = {key for sample in step.probes for key in sample}
     return StepFigures(
         offered_rate=len(records) / seconds,
@@ -299,7 +295,9 @@ def summarise(step: Run) -> StepFigures:
         status_5xx=sum(1 for record in records if record.status >= 500),
         status_503=sum(1 for record in records if record.status == 503),
         no_response=sum(1 for record in records if record.status == 0),
-        in_flight_littles_law=len(within) / seconds * mean_latency_s,
+        # L = λW: arrivals per second times each request's time from its intended instant
+        # to its end, answered or given up (the client holds it all that while).
+        in_flight_littles_law=len(records) / seconds * float(np.mean(latencies)) / 1000,
         in_flight_sampled=float(np.mean(step.in_flight_samples)) if step.in_flight_samples else 0,
         probes={
             key: float(np.mean([sample[key] for sample in step.probes if key in sample]))

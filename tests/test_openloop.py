@@ -19,7 +19,7 @@ from evaluation.sweep import NotLoopbackError
 # The benches import each other as top-level modules (each is run as a script from bench/);
 # appended, so no bench module can shadow a package of the project.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
-from openloop import Connections, Schedule, run, summarise
+from openloop import Connections, Record, Run, Schedule, run, summarise
 
 Handler = Callable[[int], Awaitable[None]]  # told each request's number, returns to answer
 
@@ -115,3 +115,23 @@ async def test_a_request_unanswered_by_its_timeout_is_recorded_without_a_respons
 def test_it_refuses_a_target_off_this_machine() -> None:
     with pytest.raises(NotLoopbackError):
         Connections("http://192.0.2.1:8000", limit=1)
+
+
+def test_a_step_counts_what_arrived_in_its_own_seconds_and_excuses_no_failure() -> None:
+    records = [
+        Record(0.0, 0.0, 0.1, 200, "hybrid"),
+        Record(0.2, 0.2, 0.4, 200, "lexical_fallback", ("vector_timeout",)),
+        Record(0.4, 0.4, 0.5, 503, None, ("lexical_timeout",)),
+        Record(0.6, 0.6, 1.6, 0),  # no response, given up after the step's second
+        Record(0.8, 0.8, 1.3, 200, "hybrid"),  # answered after the step's second
+    ]
+    figures = summarise(Run(records, duration_s=1.0))
+    assert figures.offered_rate == 5
+    assert figures.completed_rate == 2  # the 200s received within the second
+    assert figures.answered_rate == 3  # the 503 too, answered within the second
+    assert figures.fallback_share == pytest.approx(0.6)  # the fallback, the 503, the failure
+    assert figures.modes["unavailable"] == figures.modes["failed"] == pytest.approx(0.2)
+    assert (figures.status_503, figures.status_5xx, figures.no_response) == (1, 1, 1)
+    assert figures.latency_ms["max"] == pytest.approx(1000)  # the unanswered one's wait
+    # Little's law: 5 arrivals a second, each held from its intended instant to its end.
+    assert figures.in_flight_littles_law == pytest.approx(5 * (0.1 + 0.2 + 0.1 + 1.0 + 0.5) / 5)
