@@ -23,7 +23,6 @@ import asyncio
 import json
 import math
 import random
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,10 +185,10 @@ async def run(
     schedule: Schedule,
     timeout_s: float,
     probes: Sequence[Probe] = (),
-    clock: Callable[[], float] = time.monotonic,
 ) -> Run:
     """Send `schedule`'s requests for `path`?q=<next query>, each given up `timeout_s`
     after its intended instant; returns when every one has ended."""
+    clock = asyncio.get_running_loop().time  # the clock asyncio's sleeps and timeouts keep
     start = clock()
     records: list[Record] = []
     outstanding: set[asyncio.Task[None]] = set()
@@ -217,8 +216,11 @@ async def run(
             result.in_flight_samples.append(len(outstanding))
             if probes:
                 seen: dict[str, float] = {}
-                for found in await asyncio.gather(*(probe() for probe in probes)):
-                    seen.update(found)
+                for found in await asyncio.gather(
+                    *(probe() for probe in probes), return_exceptions=True
+                ):
+                    if not isinstance(found, BaseException):  # a failed probe: no sample
+                        seen.update(found)
                 result.probes.append(seen)
             await asyncio.sleep(PROBE_INTERVAL_S)
 
