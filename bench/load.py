@@ -136,14 +136,14 @@ def overload_checks(step: Step, sustainable_rate: float, deadline_ms: float) -> 
 HEADER = (
     f"{'ramp':<10}{'step':>8}{'offered':>9}{'done/s':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     f"{'max':>9}{'fallbk':>8}{'503':>6}{'5xx':>5}{'nores':>6}{'L=λW':>7}{'inflt':>7}"
-    f"{'srvvec':>7}{'pgact':>6}  cores web/pg/worker/valkey/generator"
+    f"{'srvvec':>7}{'pgact':>6}  cores web/postgres/worker/valkey/generator"
 )
+CORE_COLUMNS = ("web", "postgres", "worker", "valkey", "generator")
 
 
 def row(step: Step) -> str:
     f, lat = step.figures, step.figures.latency_ms
-    cores = "/".join(f"{step.cores.get(name, 0):.2f}" for name in ("web", "postgres", "worker"))
-    cores += "/" + "/".join(f"{step.cores.get(name, 0):.2f}" for name in ("valkey", "generator"))
+    cores = "/".join(f"{step.cores.get(name, 0):.2f}" for name in CORE_COLUMNS)
     return (
         f"{step.ramp:<10}{step.label:>8}{f.offered_rate:9.1f}{f.completed_rate:8.1f}"
         f"{lat['p50']:8.1f}{lat['p95']:8.1f}{lat['p99']:8.1f}{lat['max']:9.1f}"

@@ -22,7 +22,7 @@ import itertools
 import json
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +58,14 @@ class Minute:
     valkey_used_memory_mb: float
 
 
-@dataclass
-class Soak:
-    minutes: list[Minute] = field(default_factory=list)
-
-
 async def soak(
     base_url: str, rate: float, minutes: int, groups: Groups, timeout_s: float, pool: list[str]
-) -> Soak:
-
+) -> list[Minute]:
     from retrieval.pg import conninfo
 
     connections = Connections(base_url, limit=1024)
     queries = itertools.cycle(pool)
-    result = Soak()
+    result: list[Minute] = []
     try:
         async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
             probes = [postgres_connections(pg), valkey_memory()]
@@ -88,7 +82,7 @@ async def soak(
                     seen["pg_connections"],
                     seen["valkey_used_memory_mb"],
                 )
-                result.minutes.append(minute)
+                result.append(minute)
                 print(_minute_line(number, minute), flush=True)
     finally:
         await connections.close()
@@ -109,10 +103,10 @@ def _errors(records: list[Record]) -> int:
     return sum(1 for record in records if record.status not in {200, 503})
 
 
-def windows(result: Soak, window_minutes: int) -> list[dict[str, Any]]:
+def windows(result: list[Minute], window_minutes: int) -> list[dict[str, Any]]:
     rows = []
-    for first in range(0, len(result.minutes), window_minutes):
-        chunk = result.minutes[first : first + window_minutes]
+    for first in range(0, len(result), window_minutes):
+        chunk = result[first : first + window_minutes]
         records = [record for minute in chunk for record in minute.run.records]
         figures = summarise(Run(records, MINUTE_S * len(chunk)))
         rows.append(
@@ -128,10 +122,10 @@ def windows(result: Soak, window_minutes: int) -> list[dict[str, Any]]:
     return rows
 
 
-def memory(result: Soak, warm_up_minutes: int) -> list[dict[str, Any]]:
+def memory(result: list[Minute], warm_up_minutes: int) -> list[dict[str, Any]]:
     """Every process present both after warm-up and at the end, its RSS then and now."""
-    base = result.minutes[min(warm_up_minutes, len(result.minutes)) - 1].rss_mb
-    end = result.minutes[-1].rss_mb
+    base = result[min(warm_up_minutes, len(result)) - 1].rss_mb
+    end = result[-1].rss_mb
     return [
         {
             "process": name,
@@ -185,7 +179,7 @@ def main() -> None:
             "pg_connections": minute.pg_connections,
             "valkey_used_memory_mb": round(minute.valkey_used_memory_mb, 2),
         }
-        for number, minute in enumerate(result.minutes)
+        for number, minute in enumerate(result)
     ]
     print(f"\n{table(by_window)}\n\n{table(rss)}\n\n{table(samples)}")
     print(f"feed {feed.rate:.1f} listings/s of {ingest_rate:.1f}/s asked")
