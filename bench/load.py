@@ -52,7 +52,7 @@ from stack import (
     postgres_connections,
     prepare,
     serve,
-    server_in_flight,
+    server_metrics,
 )
 
 SEARCH_PATH = "/api/search"
@@ -136,7 +136,7 @@ def overload_checks(step: Step, sustainable_rate: float, deadline_ms: float) -> 
 HEADER = (
     f"{'ramp':<10}{'step':>8}{'offered':>9}{'done/s':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     f"{'max':>9}{'fallbk':>8}{'503':>6}{'5xx':>5}{'nores':>6}{'L=λW':>7}{'inflt':>7}"
-    f"{'srvvec':>7}{'pgact':>6}  cores web/postgres/worker/valkey/generator"
+    f"{'srvvec':>7}{'pgact':>6}{'poolms':>7}{'shed':>6}  cores web/postgres/worker/valkey/generator"
 )
 CORE_COLUMNS = ("web", "postgres", "worker", "valkey", "generator")
 
@@ -150,8 +150,14 @@ def row(step: Step) -> str:
         f"{f.fallback_share:8.1%}{f.status_503:6d}{f.status_5xx:5d}{f.no_response:6d}"
         f"{f.in_flight_littles_law:7.1f}{f.in_flight_sampled:7.1f}"
         f"{f.probes.get('server_in_flight_vector', 0):7.1f}{f.probes.get('pg_active', 0):6.1f}"
-        f"  {cores}"
+        f"{pool_wait_ms(f):7.1f}{f.probes.get('shed_at_door_total', 0):6.0f}  {cores}"
     )
+
+
+def pool_wait_ms(figures: StepFigures) -> float:
+    """The step's mean wait for a pooled search connection (0 where none was timed)."""
+    waits = figures.probes.get("pool_waits_total", 0)
+    return 1000 * figures.probes.get("pool_wait_seconds_total", 0) / waits if waits else 0.0
 
 
 def plot(
@@ -248,7 +254,7 @@ def main() -> None:
 
         async def ramp(name: str) -> tuple[list[Step], list[Step]]:
             async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
-                probes = [server_in_flight(base_url), postgres_connections(pg)]
+                probes = [server_metrics(base_url), postgres_connections(pg)]
                 warm = [("warm", rates[0][1])]
                 await steps(base_url, "warm-up", warm, queries, options, groups, probes)
                 found = await steps(base_url, name, rates, queries, options, groups, probes)

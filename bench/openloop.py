@@ -175,7 +175,7 @@ class Run:
     records: list[Record]
     duration_s: float
     in_flight_samples: list[int] = field(default_factory=list)  # the client's, each probe
-    probes: list[Mapping[str, float]] = field(default_factory=list)
+    probes: list[dict[str, float]] = field(default_factory=list)
 
 
 async def run(
@@ -267,7 +267,7 @@ class StepFigures:
     no_response: int
     in_flight_littles_law: float  # offered rate x mean latency
     in_flight_sampled: float  # the client's outstanding requests, mean of the samples
-    probes: dict[str, float]  # each probe's figure, mean of its samples
+    probes: dict[str, float]  # each probe's figure over the step (see _probed)
 
     @property
     def fallback_share(self) -> float:
@@ -301,11 +301,15 @@ def summarise(step: Run) -> StepFigures:
         # to its end, answered or given up (the client holds it all that while).
         in_flight_littles_law=len(records) / seconds * float(np.mean(latencies)) / 1000,
         in_flight_sampled=float(np.mean(step.in_flight_samples)) if step.in_flight_samples else 0,
-        probes={
-            key: float(np.mean([sample[key] for sample in step.probes if key in sample]))
-            for key in sorted(probe_keys)
-        },
+        probes={key: _probed(key, step.probes) for key in sorted(probe_keys)},
     )
+
+
+def _probed(key: str, samples: Sequence[Mapping[str, float]]) -> float:
+    """A gauge's mean over the step's samples; a cumulative series' (named *_total)
+    increase from the first sample to the last."""
+    values = [sample[key] for sample in samples if key in sample]
+    return values[-1] - values[0] if key.endswith("_total") else float(np.mean(values))
 
 
 def _kind(record: Record) -> str:

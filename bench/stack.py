@@ -235,8 +235,19 @@ def rss_mb(groups: Groups) -> dict[str, float]:
     return found
 
 
-def server_in_flight(base_url: str) -> Probe:
-    """Stages running in the web server now (`retrieval_in_flight`, by stage)."""
+# Cumulative series of /metrics the probe reads where the server exports them, under the
+# names the step figures give them (a name ending in _total: the increase over a step).
+SERVER_TOTALS = {
+    "retrieval_pool_wait_seconds_count": "pool_waits_total",
+    "retrieval_pool_wait_seconds_sum": "pool_wait_seconds_total",
+    "retrieval_pool_timeouts_total": "pool_timeouts_total",
+    "retrieval_shed_at_door_total": "shed_at_door_total",
+}
+
+
+def server_metrics(base_url: str) -> Probe:
+    """From the web server's /metrics: stages running now (`retrieval_in_flight`, by
+    stage), and its waits for a pooled connection and requests shed at the door so far."""
     connections = Connections(base_url, limit=1)
 
     async def probe() -> dict[str, float]:
@@ -247,11 +258,14 @@ def server_in_flight(base_url: str) -> Probe:
             return {}
         if status != 200:
             return {}
-        found = {}
+        found: dict[str, float] = {}
         for family in text_string_to_metric_families(body.decode()):
-            if family.name == "retrieval_in_flight":
-                for sample in family.samples:
+            for sample in family.samples:
+                if family.name == "retrieval_in_flight":
                     found[f"server_in_flight_{sample.labels['stage']}"] = sample.value
+                elif sample.name in SERVER_TOTALS:  # summed over labels (the door's surface)
+                    key = SERVER_TOTALS[sample.name]
+                    found[key] = found.get(key, 0.0) + sample.value
         return found
 
     return probe
@@ -259,8 +273,8 @@ def server_in_flight(base_url: str) -> Probe:
 
 def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
     """Client connections to Postgres, and how many are running a statement now, asked on
-    `conn` (autocommit). The search pool's waits are not exported; a pool at its limit
-    shows here as every search connection active."""
+    `conn` (autocommit). A search pool at its limit shows here as every one of its
+    connections active."""
 
     async def probe() -> dict[str, float]:
         cursor = await conn.execute(

@@ -125,7 +125,13 @@ def test_a_step_counts_what_arrived_in_its_own_seconds_and_excuses_no_failure() 
         Record(0.6, 0.6, 1.6, 0),  # no response, given up after the step's second
         Record(0.8, 0.8, 1.3, 200, "hybrid"),  # answered after the step's second
     ]
-    figures = summarise(Run(records, duration_s=1.0))
+    probes = [
+        {"pool_waits_total": 10.0, "server_in_flight_vector": 2.0},
+        {"pool_waits_total": 25.0, "server_in_flight_vector": 4.0},
+    ]
+    figures = summarise(Run(records, duration_s=1.0, probes=probes))
+    # A cumulative series' increase over the step; a gauge's mean.
+    assert figures.probes == {"pool_waits_total": 15, "server_in_flight_vector": 3}
     assert figures.offered_rate == 5
     assert figures.completed_rate == 2  # the 200s received within the second
     assert figures.answered_rate == 3  # the 503 too, answered within the second
