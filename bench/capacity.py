@@ -1,7 +1,7 @@
 """The ceilings a load run is judged against, measured in the same run on the same data.
 
 Search, "what the CPU allows": the API's own search and hydration (`retrieval.views.answer`
-with the site's budgets and wiring) run in this process, one query after another, no HTTP,
+with the site's budgets and wiring, less the shared vector breaker) run in this process, one query after another, no HTTP,
 on queries the load sends, each embedded afresh (this process has not seen them, and the
 load never repeats a query within the web process's query cache). Its rate, searches per
 wall-clock second, is the **capacity limit**: what one process can do with the CPU a search
@@ -20,6 +20,7 @@ everything, one process), on a fresh batch that is removed again afterwards so t
 database keeps exactly its listings.
 """
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,13 +85,19 @@ def search_capacity(
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies
     from retrieval.views import answer
+    from retrieval.warm import AlwaysAllow
+
+    # Every search tries its vector stage, and none tells the site's shared breaker about
+    # it: a slow one here must neither skip later searches' work nor open the breaker the
+    # web server is about to read.
+    deps = dataclasses.replace(dependencies(), breaker=AlwaysAllow())
 
     async def searches(texts: Sequence[str]) -> int:
         unanswered = 0
         for text in texts:
             deadline = SearchDeadline.start(plan_budgets(budget_policy(), caller_timeout_ms=None))
             try:
-                await answer(parse_query(text, "10"), deadline, dependencies())
+                await answer(parse_query(text, "10"), deadline, deps)
             except NoAnswerError:
                 unanswered += 1
         return unanswered

@@ -221,6 +221,7 @@ def main() -> None:
         from django.db import connection
 
         from retrieval.pg import conninfo
+        from retrieval.service import vector_breaker
 
         postmaster = prepare(args.data_dir)
         options = Options(
@@ -257,6 +258,11 @@ def main() -> None:
                 probes = [server_metrics(base_url), postgres_connections(pg)]
                 warm = [("warm", rates[0][1])]
                 await steps(base_url, "warm-up", warm, queries, options, groups, probes)
+                # The vector breaker is shared through Valkey: one the warm-up left open
+                # (its cool-down is shorter than a step) turns this ramp's first steps into
+                # fallbacks that say nothing of their own rate.
+                state = await asyncio.to_thread(vector_breaker().state)
+                print(f"{name}: the vector breaker is {state} after the warm-up", flush=True)
                 found = await steps(base_url, name, rates, queries, options, groups, probes)
                 best = sustainable(found, options)
                 if best is None:
