@@ -1,11 +1,11 @@
 """The ceilings a load run is judged against, measured in the same run on the same data.
 
 Search, "what the CPU allows": the API's own search and hydration (`retrieval.views.answer`
-with the site's budgets and wiring, less the shared vector breaker) run in this process, one query after another, no HTTP,
-on queries the load sends, each embedded afresh (this process has not seen them, and the
-load never repeats a query within the web process's query cache). Its rate, searches per
-wall-clock second, is the **capacity limit**: what one process can do with the CPU a search
-costs when nothing waits in a queue.
+with the site's budgets and wiring, less the shared vector breaker) run in this process,
+one query after another, no HTTP, on queries the load sends, each embedded afresh (this
+process has not seen them, and the load never repeats a query within the web process's
+query cache). Its rate, searches per wall-clock second, is the **capacity limit**: what
+one process can do with the CPU a search costs when nothing waits in a queue.
 
 On two cores that is a single-core figure. One search's CPU is split between the Python
 side (the query's ONNX embedding, psycopg, fusion, hydration) and its Postgres backend,
