@@ -1,0 +1,138 @@
+"""A feed stream at a fixed rate, in a process of its own, for bench/load.py and
+bench/soak.py: records parsed and upserted as a feed poll does (`ingest_payload`, a small
+batch every 250 ms) into one source, and embedded by the stack's Celery worker. The
+benches start it with `feed_stream`, which removes its listings again at the end, as
+`remove_bench_sources` removes whatever the benches ingested.
+
+    python bench/feed.py --source-id ID --rate 16 --seconds 300 [--skip 256]
+
+Its own process, not a thread of the load generator: parsing and upserting hold the GIL,
+and would delay the generator's sends (which it would then count as the server's latency).
+It prints "ready" once it can keep time, stops after --seconds or on SIGTERM (finishing
+the batch in hand), and prints one JSON line: records sent, seconds, achieved rate.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, SHARED_DATA
+from listings import records
+
+TICKS_PER_S = 4  # a steady stream, not one burst a second
+
+
+FEED_SOURCE = "bench load feed"
+
+
+@dataclass
+class FeedFigures:
+    rate_asked: float
+    sent: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.sent / self.seconds if self.seconds else 0.0
+
+
+def remove_bench_sources() -> None:
+    """The feed's and bench/ingest.py's sources and their listings, from this run or one
+    that did not clean up: the bench database keeps exactly the listings it was built with."""
+    from evaluation.sweep_stream import remove_stream
+    from ingestion.models import Source
+
+    for source in Source.objects.filter(name__in=[FEED_SOURCE, "bench e2e"]):
+        remove_stream(source)
+
+
+@contextmanager
+def feed_stream(rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]:
+    """bench/feed.py running at `rate` for at most `seconds` while the block runs; its
+    listings removed at the end. `skip`: records of bench/listings.py used elsewhere in the
+    run (so the feed's titles are not the same events, which de-duplication would merge)."""
+    from ingestion.models import Source
+
+    remove_bench_sources()
+    source = Source.objects.create(name=FEED_SOURCE, kind=Source.Kind.EDITORIAL, active=False)
+    figures = FeedFigures(rate)
+    argv = [sys.executable, str(REPO / "bench" / "feed.py"), f"--source-id={source.pk}",
+            f"--rate={rate}", f"--seconds={seconds}", f"--skip={skip}"]  # fmt: skip
+    feed = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, env=dict(os.environ))
+    try:
+        assert feed.stdout is not None  # a pipe: asked for above
+        if feed.stdout.readline().strip() != b"ready":  # b"": it exited first
+            raise SystemExit("the feed stream did not start")
+        yield figures
+    finally:
+        feed.send_signal(signal.SIGTERM)  # it finishes the batch in hand, then reports
+        out, _ = feed.communicate(timeout=60)
+        remove_bench_sources()
+        if feed.returncode != 0:
+            raise SystemExit(f"the feed stream exited with {feed.returncode}")
+        report = json.loads(out.decode().strip().splitlines()[-1])
+        figures.sent, figures.seconds = report["sent"], report["seconds"]
+
+
+def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threading.Event) -> int:
+    """Records `skip` onwards of bench/listings.py's, `rate` a second; returns how many."""
+    from django.utils import timezone
+
+    from ingestion.models import Source
+    from ingestion.polling import ingest_payload
+    from ingestion.tasks import schedule_embedding
+
+    source = Source.objects.get(pk=source_id)
+    data_dir = SHARED_DATA if SHARED_DATA.exists() else None
+    pool = records(skip + int(rate * seconds) + TICKS_PER_S, data_dir)[skip:]
+    print("ready", flush=True)  # the parent starts its load once the stream can keep time
+    started, sent, tick = time.monotonic(), 0, 0
+    while not stop.is_set() and (tick := tick + 1) <= seconds * TICKS_PER_S:
+        # As many as are due by now: a slow batch is caught up by the next.
+        due = min(len(pool), int(rate * (time.monotonic() - started))) - sent
+        if due > 0:
+            ingest_payload(
+                source,
+                json.dumps(pool[sent : sent + due]).encode(),
+                started_at=timezone.now(),
+                name_hint="feed.json",
+                snapshot=False,
+            )
+            schedule_embedding()
+            sent += due
+        stop.wait(max(0.0, started + tick / TICKS_PER_S - time.monotonic()))
+    return sent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source-id", type=int, required=True)
+    parser.add_argument("--rate", type=float, required=True, help="records per second")
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--skip", type=int, default=0, help="records of listings.py to skip")
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
+    import django
+
+    django.setup()  # DATABASE_URL and REDIS_URL come from the parent's environment
+    started = time.monotonic()
+    sent = stream(args.source_id, args.rate, args.seconds, args.skip, stop)
+    seconds = time.monotonic() - started
+    print(json.dumps({"sent": sent, "seconds": round(seconds, 2), "rate": sent / seconds}))
+
+
+if __name__ == "__main__":
+    main()

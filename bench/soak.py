@@ -1,0 +1,203 @@
+"""Soak (issue 12, item 6): search at half the sustainable rate and a feed stream at 80 % of
+the ingestion ceiling together, for --minutes, on the bench data.
+
+    .venv/bin/python bench/soak.py --minutes 30 --sustainable-rate R [--data-dir DIR]
+        [--url URL] [--ingest-rate N] [--out soak.json]
+
+R is bench/load.py's sustainable rate (with ingestion) of a run on the same machine.
+Reported, as markdown tables and JSON:
+- per window (--window-minutes, 5): requests, p99 (from the intended send instant),
+  errors (neither a 200 nor a 503; target 0), 503s, fallback share;
+- the resident memory of every process (web, worker and its pool, Postgres and its
+  backends, Valkey) after --warm-up-minutes against the end (target: growth <= 5 %);
+- Postgres client connections and Valkey's used memory, sampled each minute (flat).
+
+The load runs in one-minute open-loop runs back to back (bench/openloop.py); each ends
+when its last request has, so between two there is a gap of one request's latency.
+"""
+
+import argparse
+import asyncio
+import itertools
+import json
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, running
+
+sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evaluation/)
+import psycopg
+from capacity import feed_skip, ingestion_capacity, query_pool
+from feed import feed_stream
+from openloop import Connections, Record, Run, Schedule, run, summarise
+from stack import (
+    Groups,
+    add_stack_arguments,
+    postgres_connections,
+    prepare,
+    rss_mb,
+    serve,
+    valkey_memory,
+)
+
+MINUTE_S = 60.0
+SEARCH_PATH = "/api/search"
+
+
+@dataclass
+class Minute:
+    """One minute's run, and what was sampled at its end."""
+
+    run: Run
+    rss_mb: dict[str, float]
+    pg_connections: float
+    valkey_used_memory_mb: float
+
+
+async def soak(
+    base_url: str, rate: float, minutes: int, groups: Groups, timeout_s: float, pool: list[str]
+) -> list[Minute]:
+    from retrieval.pg import conninfo
+
+    connections = Connections(base_url, limit=1024)
+    queries = itertools.cycle(pool)
+    result: list[Minute] = []
+    try:
+        async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
+            probes = [postgres_connections(pg), valkey_memory()]
+            for number in range(minutes):
+                step = await run(
+                    connections, SEARCH_PATH, queries, Schedule.fixed(rate, MINUTE_S), timeout_s
+                )
+                seen: dict[str, float] = {}
+                for probe in probes:
+                    seen.update(await probe())
+                minute = Minute(
+                    step,
+                    rss_mb(groups),
+                    seen["pg_connections"],
+                    seen["valkey_used_memory_mb"],
+                )
+                result.append(minute)
+                print(_minute_line(number, minute), flush=True)
+    finally:
+        await connections.close()
+    return result
+
+
+def _minute_line(number: int, minute: Minute) -> str:
+    figures = summarise(minute.run)
+    return (
+        f"minute {number + 1}: p99 {figures.latency_ms['p99']:.1f} ms, "
+        f"errors {_errors(minute.run.records)}, 503 {figures.status_503}, "
+        f"fallback {figures.fallback_share:.1%}, Postgres connections "
+        f"{minute.pg_connections:.0f}, Valkey {minute.valkey_used_memory_mb:.1f} MB"
+    )
+
+
+def _errors(records: list[Record]) -> int:
+    return sum(1 for record in records if record.status not in {200, 503})
+
+
+def windows(result: list[Minute], window_minutes: int) -> list[dict[str, Any]]:
+    rows = []
+    for first in range(0, len(result), window_minutes):
+        chunk = result[first : first + window_minutes]
+        records = [record for minute in chunk for record in minute.run.records]
+        figures = summarise(Run(records, MINUTE_S * len(chunk)))
+        rows.append(
+            {
+                "window": f"{first}-{first + len(chunk)} min",
+                "requests": len(records),
+                "p99_ms": figures.latency_ms["p99"],
+                "errors": _errors(records),
+                "status_503": figures.status_503,
+                "fallback_share": round(figures.fallback_share, 4),
+            }
+        )
+    return rows
+
+
+def memory(result: list[Minute], warm_up_minutes: int) -> list[dict[str, Any]]:
+    """Every process present both after warm-up and at the end, its RSS then and now."""
+    base = result[min(warm_up_minutes, len(result)) - 1].rss_mb
+    end = result[-1].rss_mb
+    return [
+        {
+            "process": name,
+            "after_warm_up_mb": round(base[name], 1),
+            "end_mb": round(end[name], 1),
+            "growth": round(end[name] / base[name] - 1, 4),
+        }
+        for name in sorted(base.keys() & end.keys())
+    ]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    keys = list(rows[0]) if rows else []
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(row[key]) for key in keys) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--sustainable-rate", type=float, required=True, help="bench/load.py's")
+    parser.add_argument("--search-share", type=float, default=0.5, help="of the sustainable rate")
+    parser.add_argument("--ingest-rate", type=float, help="listings/s (default: 0.8 x measured)")
+    parser.add_argument("--warm-up-minutes", type=int, default=2)
+    parser.add_argument("--window-minutes", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("soak.json"))
+    add_stack_arguments(parser)
+    args = parser.parse_args()
+    if not 0 < args.minutes <= 24 * 60 or not 0 < args.warm_up_minutes <= args.minutes:
+        parser.error("--minutes must be from 1 to a day, --warm-up-minutes from 1 to it")
+    with running(args.data_dir), ExitStack() as stack:
+        from django.db import connection
+
+        postmaster = prepare(args.data_dir)
+        ingest_rate = args.ingest_rate or 0.8 * ingestion_capacity(args.ingest_records)
+        connection.close()
+        base_url, groups = serve(stack, args.url, args.data_dir / "soak-web.log", postmaster)
+        rate = args.search_share * args.sustainable_rate
+        print(f"search {rate:.1f}/s and ingestion {ingest_rate:.1f}/s for {args.minutes} min")
+        seconds = args.minutes * (MINUTE_S + args.timeout_s)
+        with feed_stream(ingest_rate, seconds, feed_skip(args.ingest_records)) as feed:
+            # Each minute's queries are new to the web process: the pool outlasts its cache.
+            pool = query_pool(int(rate * MINUTE_S * args.minutes) + 1)
+            result = asyncio.run(soak(base_url, rate, args.minutes, groups, args.timeout_s, pool))
+    by_window = windows(result, args.window_minutes)
+    rss = memory(result, args.warm_up_minutes)
+    samples = [
+        {
+            "minute": number + 1,
+            "pg_connections": minute.pg_connections,
+            "valkey_used_memory_mb": round(minute.valkey_used_memory_mb, 2),
+        }
+        for number, minute in enumerate(result)
+    ]
+    print(f"\n{table(by_window)}\n\n{table(rss)}\n\n{table(samples)}")
+    print(f"feed {feed.rate:.1f} listings/s of {ingest_rate:.1f}/s asked")
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "search_rate": rate,
+                "feed": {"asked": ingest_rate, "achieved": feed.rate},
+                "windows": by_window,
+                "rss": rss,
+                "samples": samples,
+            },
+            indent=1,
+        )
+    )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""The system under load, for bench/load.py and bench/soak.py: its web server and
+embedding worker, the processes that serve it (web, worker, Postgres, Valkey) found and
+measured by CPU and memory, and the probes the generator samples while it runs
+(server-side in-flight stages, Postgres connections, Valkey memory).
+
+Reading the system changes nothing: process tables, /metrics, counts from Postgres and
+Valkey. What the bench starts it stops; what it ingests, bench/feed.py removes."""
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+import psycopg
+from feed import remove_bench_sources
+from harness import REPO
+from openloop import Connections, Probe
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.rows import TupleRow
+
+# Each group is measured with every process under its roots, children included (uvicorn's,
+# Celery's pool, Postgres' backends), read afresh each time since backends come and go.
+Groups = Mapping[str, list[psutil.Process]]
+
+
+@contextmanager
+def web_server(log: Path) -> Iterator[str]:
+    """uvicorn serving the site on 127.0.0.1 as `make run` starts it, its output (a line
+    per 503 under overload) to `log`; yields the base URL once a search answers."""
+    from search import free_port
+
+    from searchsite.supervisor import web_argv
+
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with open(log, "ab") as output:
+        server = subprocess.Popen(
+            web_argv(port, "warning"),
+            cwd=REPO,
+            env={**os.environ, "SEARCHSITE_ROLE": "web"},
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_answering(base_url, server)
+        yield base_url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> None:
+    async def first_answer() -> None:
+        connections = Connections(base_url, limit=1)
+        try:
+            while server.poll() is None:
+                with contextlib.suppress(OSError):
+                    await connections.get("/api/search?q=warm", lambda: None)  # loads the model
+                    return
+                await asyncio.sleep(0.1)
+        finally:
+            await connections.close()
+
+    asyncio.run(asyncio.wait_for(first_answer(), timeout=120))
+    if server.poll() is not None:
+        raise SystemExit(f"the web server exited with {server.returncode}")
+
+
+@contextmanager
+def embedding_worker() -> Iterator[psutil.Process]:
+    """A Celery worker for embedding (and warming) with one process, as `make run` has."""
+    from searchsite.supervisor import STOP_TIMEOUT_S, worker_argv
+
+    worker = subprocess.Popen(
+        worker_argv("embedding,warming", 1, "bench-load-embed@%h", "WARNING"),
+        cwd=REPO,
+        env={**os.environ, "SEARCHSITE_ROLE": "embed-worker"},
+        start_new_session=True,
+    )
+    try:
+        yield psutil.Process(worker.pid)
+    finally:
+        worker.send_signal(signal.SIGTERM)  # the leader only: it stops its own pool
+        try:
+            worker.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options bench/load.py and bench/soak.py share: where the system is, how long a
+    request may take, and how the ingestion ceiling is measured."""
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bench100k",
+        help="the database bench/search.py built with --data-dir",
+    )
+    parser.add_argument("--url", help="a running stack on loopback (else one is started)")
+    parser.add_argument("--timeout-s", type=float, default=5.0, help="per request")
+    parser.add_argument("--ingest-records", type=int, default=256, help="for the ceiling")
+
+
+def prepare(data_dir: Path) -> psutil.Process:
+    """The bench database as bench/search.py built it (used as found, never rebuilt), less
+    anything a run that did not clean up left, with its active generation; returns the
+    postmaster."""
+    from ingestion import generations
+    from ingestion.embedding import DIMENSIONS, MODEL_NAME
+    from ingestion.models import Listing
+    from retrieval.pg import conninfo
+
+    remove_bench_sources()  # of a run that did not clean up
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    print(f"{Listing.objects.count()} listings in {data_dir}")
+    return postgres_postmaster(conninfo())
+
+
+def serve(
+    stack: ExitStack, url: str | None, log: Path, postmaster: psutil.Process
+) -> tuple[str, Groups]:
+    """The base URL of the system to load and its processes by group: with `url`, the
+    stack already serving there (e.g. `make run`'s); else a web server and an embedding
+    worker started here, stopped when `stack` closes."""
+    if url:
+        base_url = url.rstrip("/")
+        web = listening_process(base_url)
+        workers = celery_workers(web)
+    else:
+        base_url = stack.enter_context(web_server(log))
+        print(f"web server's log: {log}")
+        web = listening_process(base_url)
+        workers = [stack.enter_context(embedding_worker())]
+    return base_url, {
+        "web": [web],
+        "postgres": [postmaster],
+        "worker": workers,
+        "valkey": [valkey_process()],
+    }
+
+
+def listening_process(url: str) -> psutil.Process:
+    """The process of this user that listens on `url`'s port (the web server)."""
+    port = urlsplit(url).port
+    for conn in psutil.net_connections(kind="tcp"):
+        # laddr is (ip, port), or () for a socket bound to nothing
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid:
+            return psutil.Process(conn.pid)
+    raise SystemExit(f"no process of this user listens on port {port}")
+
+
+def celery_workers(beside: psutil.Process) -> list[psutil.Process]:
+    """Celery workers started from the same directory as `beside` (an attached stack's)."""
+    cwd = beside.cwd()
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd", "ppid"]):
+        cmdline = process.info["cmdline"] or []
+        if "celery" in cmdline[:3] and "worker" in cmdline and process.info["cwd"] == cwd:
+            found.append(process)
+    # The workers' pool processes are their children: measured under them, not twice.
+    pids = {process.pid for process in found}
+    return [process for process in found if process.info["ppid"] not in pids]
+
+
+def postgres_postmaster(conninfo: str) -> psutil.Process:
+    """The postmaster: the parent of a backend this opens (asked while it is open)."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None  # a SELECT of a value has a row
+        parent = psutil.Process(row[0]).parent()
+    if parent is None:
+        raise SystemExit("the database's backend has no parent process on this machine")
+    return parent
+
+
+def valkey_process() -> psutil.Process:
+    from resilience.redis_clients import get_redis
+
+    info = get_redis().info("server")
+    return psutil.Process(int(info["process_id"]))
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
+    """User plus system CPU of each group's processes alive now, since each started, by
+    (group, pid)."""
+    found = {}
+    for name, roots in groups.items():
+        for process in (p for root in roots for p in _tree(root)):
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            found[name, process.pid] = times.user + times.system
+    return found
+
+
+def cores_used(
+    before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float], seconds: float
+) -> dict[str, float]:
+    """CPU each group used between two `cpu_seconds` readings, in cores. A process that
+    ended between them is not counted; one that started is counted whole (backends live
+    for the pool's lifetime, so neither happens much within a step)."""
+    used: dict[str, float] = {}
+    for (name, pid), total in after.items():
+        used[name] = used.get(name, 0.0) + total - before.get((name, pid), 0.0)
+    return {name: round(cpu / seconds, 3) for name, cpu in used.items()}
+
+
+def rss_mb(groups: Groups) -> dict[str, float]:
+    """Resident memory of every process of every group, keyed "group pid name"."""
+    found = {}
+    for name, roots in groups.items():
+        for process in (p for root in roots for p in _tree(root)):
+            try:
+                found[f"{name} {process.pid} {process.name()}"] = process.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+                continue
+    return found
+
+
+# Cumulative series of /metrics the probe reads where the server exports them, under the
+# names the step figures give them (a name ending in _total: the increase over a step).
+SERVER_TOTALS = {
+    "retrieval_pool_wait_seconds_count": "pool_waits_total",
+    "retrieval_pool_wait_seconds_sum": "pool_wait_seconds_total",
+    "retrieval_pool_timeouts_total": "pool_timeouts_total",
+    "retrieval_shed_at_door_total": "shed_at_door_total",
+}
+
+
+def server_metrics(base_url: str) -> Probe:
+    """From the web server's /metrics: stages running now (`retrieval_in_flight`, by
+    stage), and its waits for a pooled connection and requests shed at the door so far."""
+    connections = Connections(base_url, limit=1)
+
+    async def probe() -> dict[str, float]:
+        try:
+            async with asyncio.timeout(1.0):
+                status, body = await connections.get("/metrics", lambda: None)
+        except (TimeoutError, OSError):
+            return {}
+        if status != 200:
+            return {}
+        found: dict[str, float] = {}
+        for family in text_string_to_metric_families(body.decode()):
+            for sample in family.samples:
+                if family.name == "retrieval_in_flight":
+                    found[f"server_in_flight_{sample.labels['stage']}"] = sample.value
+                elif sample.name in SERVER_TOTALS:  # summed over labels (the door's surface)
+                    key = SERVER_TOTALS[sample.name]
+                    found[key] = found.get(key, 0.0) + sample.value
+        return found
+
+    return probe
+
+
+def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
+    """Client connections to Postgres, and how many are running a statement now, asked on
+    `conn` (autocommit). A search pool at its limit shows here as every one of its
+    connections active."""
+
+    async def probe() -> dict[str, float]:
+        cursor = await conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        row = await cursor.fetchone()
+        total, active = row if row else (0, 0)
+        return {"pg_connections": total, "pg_active": active}
+
+    return probe
+
+
+def valkey_memory() -> Probe:
+    from resilience.redis_clients import get_redis
+
+    redis = get_redis()
+
+    async def probe() -> dict[str, float]:
+        info = await asyncio.to_thread(redis.info, "memory")
+        return {"valkey_used_memory_mb": int(info["used_memory"]) / 2**20}
+
+    return probe
