@@ -128,16 +128,9 @@ def flush_this_process() -> None:
         writer.flush()
 
 
-def record_in_worker_processes() -> None:
-    """Each Celery pool process records its own (ingestion's lag histograms, warming), and
-    writes its last minute when the pool stops it."""
-    from celery import signals
-
-    signals.worker_process_init.connect(lambda **_: start_in_this_process(), weak=False)
-    signals.worker_process_shutdown.connect(lambda **_: _stop_this_process(), weak=False)
-
-
-def _stop_this_process() -> None:
+def stop_this_process() -> None:
+    """Stop this process's writer, writing its last minute (a Celery pool process that
+    the pool stops exits without running atexit)."""
     writer = _writers.pop(os.getpid(), None)
     if writer is not None:
         writer.stop()
