@@ -21,6 +21,7 @@ class Line:
     name: str
     css: str
     segments: list[str]  # polyline points, one string per run of known values
+    dots: list[tuple[float, float]]  # runs of one value, which no polyline can draw
     total: str  # what the legend says beside the name
 
 
@@ -32,7 +33,7 @@ class Chart:
     unit: str
     lines: list[Line]
     y_ticks: list[tuple[float, str]]
-    x_ticks: list[tuple[float, str]]
+    x_ticks: list[tuple[float, str, str]]  # x, label, text-anchor (the ends kept inside)
     objective: tuple[float, str] | None
     headers: list[str]
     rows: list[list[str]]
@@ -60,7 +61,7 @@ def line_chart(
     known = [v for values in series.values() for v in values if v is not None]
     top = _nice_ceiling(max([*known, objective or 0.0, 0.0]))
     lines = [
-        Line(name, f"series-{i % COLOURS}", _segments(values, top), _legend(values, summed))
+        Line(name, f"series-{i % COLOURS}", *_runs(values, top), _legend(values, summed))
         for i, (name, values) in enumerate(series.items())
     ]
     return Chart(
@@ -70,7 +71,10 @@ def line_chart(
         unit=unit,
         lines=lines,
         y_ticks=[(_y(top * f, top), _figure(top * f)) for f in (0, 0.5, 1)],
-        x_ticks=[(_x(i, len(starts)), f"{starts[i]:%H:%M}") for i in _tick_indices(len(starts))],
+        x_ticks=[
+            (_x(i, len(starts)), f"{starts[i]:%H:%M}", _anchor(i, len(starts)))
+            for i in _tick_indices(len(starts))
+        ],
         objective=(_y(objective, top), _figure(objective)) if objective is not None else None,
         headers=["Start (UTC)", *series],
         rows=[
@@ -81,14 +85,22 @@ def line_chart(
     )
 
 
-def _segments(values: Sequence[float | None], top: float) -> list[str]:
-    runs: list[list[str]] = [[]]
+def _runs(
+    values: Sequence[float | None], top: float
+) -> tuple[list[str], list[tuple[float, float]]]:
+    """Polylines of the runs of known values, and dots for the runs of one."""
+    runs: list[list[tuple[float, float]]] = [[]]
     for i, value in enumerate(values):
         if value is None:
             runs.append([])
         else:
-            runs[-1].append(f"{_x(i, len(values)):.1f},{_y(value, top):.1f}")
-    return [" ".join(run) for run in runs if run]
+            runs[-1].append((round(_x(i, len(values)), 1), round(_y(value, top), 1)))
+    segments = [" ".join(f"{x},{y}" for x, y in run) for run in runs if len(run) > 1]
+    return segments, [run[0] for run in runs if len(run) == 1]
+
+
+def _anchor(i: int, n: int) -> str:
+    return "start" if i == 0 else "end" if i == n - 1 else "middle"
 
 
 def _x(i: int, n: int) -> float:
