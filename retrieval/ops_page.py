@@ -133,7 +133,7 @@ def section(history: History) -> Section:
         line_chart(
             f"lag-{key}",
             "From fetch to searchable, 95th percentile",
-            "seconds",
+            "seconds, over the listings the workers ingested",
             starts,
             _lags(history),
             summed=False,

@@ -3,7 +3,11 @@ flush writes, in how many statements, under which minute, and what it deletes. T
 is injected; the counters are the real ones, in series of their own (a query class no
 search has), so other tests' counts never land in these."""
 
+import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pytest_django import DjangoAssertNumQueries
@@ -122,3 +126,29 @@ def test_stopping_writes_the_current_minute() -> None:
     writer.stop()
 
     assert written() == [("12:00", 5.0)]
+
+
+# Run in a process of its own, with PROMETHEUS_MULTIPROC_DIR set before prometheus_client
+# is imported: counts `times` searches and prints what the roll-ups read of their series.
+_COUNT_AND_READ = """
+import json, sys
+import django
+django.setup()
+from retrieval import metrics, rollups
+metrics.COMPLETED.labels(**json.loads(sys.argv[1])).inc(int(sys.argv[2]))
+print(rollups.read(rollups.COUNTED)[("retrieval_completed_total", sys.argv[1])])
+"""
+
+
+def test_in_multiprocess_mode_each_process_reads_only_its_own_counts(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    env = {**child_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    labels = json.dumps(LABELS, sort_keys=True)
+
+    def count(times: int) -> float:
+        argv = [sys.executable, "-c", _COUNT_AND_READ, labels, str(times)]
+        return float(subprocess.run(argv, env=env, capture_output=True, check=True).stdout)
+
+    assert count(5) == 5  # this process's file stays behind, as a killed one's does
+    assert count(1) == 1  # not 6: the other's file is /metrics' to add up, not ours
