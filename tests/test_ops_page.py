@@ -11,12 +11,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
+from django.utils import timezone
 from pytest_django.fixtures import Settings
 
+from evaluation.models import EvaluationRun, EvaluationSet
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.generations import ensure_active_generation
+from ingestion.models import Listing, QuarantinedItem, Source
 from retrieval import rollup_writer
 from retrieval.ops_history import interpolated
 from retrieval.rollup_writer import RollupWriter
-from tests import ops_personas
+from tests import factories, ops_personas
 from tests.search_fixtures import embeddings_locked, search_json
 
 # Budgets no warmed-up search on a busy machine misses, and a caller's timeout within which
@@ -111,3 +116,37 @@ async def test_the_page_shows_the_searches_just_made_a_degraded_one_included(
     assert set(legend(html, "latency-last-hour")) == {"p50", "p95", "p99"}
     assert "objective 3000" in html  # SEARCH_DEADLINE_MS, on the latency chart
     assert "50% of answers" in html  # the fallback share
+
+
+@pytest.mark.django_db
+def test_the_state_now_quarantine_coverage_backlog_and_the_latest_guardrail(
+    client: Client,
+) -> None:
+    calendar = factories.source("Venue calendar", Source.Kind.CALENDAR)
+    QuarantinedItem.objects.create(source=calendar, reason="no date")
+    QuarantinedItem.objects.create(source=calendar, reason="no title")
+    QuarantinedItem.objects.create(source=calendar, reason="fixed", resolved_at=timezone.now())
+    generation = ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    for title in ("Organ recital", "Jazz night"):  # fetched, committed, not yet embedded
+        Listing.objects.create(
+            title=title, fetched_kind="feed", lexically_searchable_at=timezone.now()
+        )
+    judged = EvaluationSet.objects.create(
+        name="tiny", layout="beir", source=factories.source(), imported_at=timezone.now()
+    )
+    EvaluationRun.objects.create(
+        evaluation_set=judged,
+        kind=EvaluationRun.Kind.GUARDRAIL,
+        finished_at=timezone.now(),
+        k=10,
+        query_count=12,
+        figures={"paths": {"hybrid": {"recall@10": 0.9}, "lexical_fallback": {"recall@10": 0.6}}},
+    )
+    client.force_login(ops_personas.ops_member())
+
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/ops/").content.decode()))
+
+    assert f"Active generation {generation.pk} ({MODEL_NAME}): 0 of 2 listings embedded" in text
+    assert "Open quarantine calendar 2 " in text
+    assert "feed 2 " in text  # the vector backlog: two feed listings waiting
+    assert "hybrid recall@10 0.900, lexical_fallback recall@10 0.600 (12 queries" in text
