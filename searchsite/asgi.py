@@ -18,3 +18,13 @@ def _warm_up() -> None:
 
 
 _warm_up()
+
+
+def _record_rollups() -> None:
+    # The ops page's history: this process's per-minute roll-ups (retrieval/rollup_writer.py).
+    from retrieval.rollup_writer import start_in_this_process
+
+    start_in_this_process()
+
+
+_record_rollups()

@@ -1,0 +1,22 @@
+from django.db import models
+
+
+class MetricRollup(models.Model):
+    """One minute's increase of one series of one process's metrics (retrieval/rollups.py):
+    how many searches answered in a mode, how many fell in a latency bucket, ... Rows of
+    the same minute and series from several processes (or several flushes) add up; a
+    gauge's rows (the vector breaker) are read with max. Rows older than the retention
+    are deleted by the flushes themselves (retrieval/rollup_writer.py)."""
+
+    id = models.BigAutoField(primary_key=True)
+    minute = models.DateTimeField()
+    metric = models.CharField(max_length=100)  # a sample name: retrieval_completed_total
+    labels = models.JSONField(default=dict)  # label values from the metric's fixed sets
+    value = models.FloatField()
+
+    class Meta:
+        db_table = "retrieval_metric_rollup"
+        indexes = [models.Index(fields=["minute"], name="retrieval_rollup_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.labels} at {self.minute:%H:%M}: {self.value:g}"
