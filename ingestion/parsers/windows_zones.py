@@ -20,7 +20,8 @@ Where the names come from:
   - `NAMES_BY_HAND`: what that copy lacks, typed by hand from the names Windows 10 and 11
     show (`tzutil /l`), not checked against a file: "(UTC-08:00) Baja California",
     whose id that copy lost, the zones Windows added after 2016, and the names it
-    changed since. A mistyped name only fails to match, and is quarantined as before.
+    changed since. A mistyped name only fails to match: its events are then read by
+    their VTIMEZONE, or quarantined without one, as before.
 """
 
 import re
