@@ -1,16 +1,21 @@
 """Venue calendars: occurrences, overrides, cancellations, time zones and hostile rules."""
 
+import re
 import time
 from datetime import UTC, date, datetime, timedelta, tzinfo
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from icalendar.timezone.windows_to_olson import WINDOWS_TO_OLSON
 
 from ingestion.drafts import ListingDraft, ParseResult, PayloadError
+from ingestion.parsers import windows_zones
 from ingestion.parsers.calendar import parse_calendar
+from tests.conftest import SHARED_DATA
 from tests.factories import assert_well_formed_calendar
 
 LONDON = ZoneInfo("Europe/London")
@@ -293,6 +298,172 @@ def test_it_starts_all_day_events_at_local_midnight_of_the_calendar() -> None:
     }
     assert all(d.all_day and d.timezone == "Europe/London" for d in result.drafts)
     assert starts(result.drafts, LONDON)[0].utcoffset() == timedelta(hours=1)
+
+
+# --- Outlook and Exchange: Windows zone names -------------------------------------------
+
+EASTERN = "(UTC-05:00) Eastern Time (US & Canada)"
+# Outlook's VTIMEZONE: one rule from 1601, this year's, and none of the zone's history.
+EASTERN_VTIMEZONE = f"""BEGIN:VTIMEZONE
+TZID:{EASTERN}
+BEGIN:STANDARD
+DTSTART:16010101T020000
+TZOFFSETFROM:-0400
+TZOFFSETTO:-0500
+RRULE:FREQ=YEARLY;BYDAY=1SU;BYMONTH=11
+END:STANDARD
+BEGIN:DAYLIGHT
+DTSTART:16010101T020000
+TZOFFSETFROM:-0500
+TZOFFSETTO:-0400
+RRULE:FREQ=YEARLY;BYDAY=2SU;BYMONTH=3
+END:DAYLIGHT
+END:VTIMEZONE
+"""
+
+
+def outlook_export(tzid: str, start: str, vtimezone: str = "", rule: str = "") -> bytes:
+    """A calendar as Outlook 16 exports one: quoted TZIDs, a folded UID, X-MICROSOFT-*."""
+    event = f"""BEGIN:VEVENT
+CLASS:PUBLIC
+CREATED:20250110T151200Z
+DESCRIPTION:Doors at seven.\\n
+DTEND;TZID="{tzid}":{start[:-6]}210000
+DTSTAMP:20250110T151200Z
+DTSTART;TZID="{tzid}":{start}
+LAST-MODIFIED:20250110T151200Z
+LOCATION:Main hall
+PRIORITY:5
+{rule}SEQUENCE:0
+SUMMARY;LANGUAGE=en-us:Jazz night
+TRANSP:OPAQUE
+UID:040000008200E00074C5B7101A82E00800000000D0B5A4E0B45FDB0100000000000000001
+ 0000000A1B2C3D4E5F60718293A4B5C6D7E8F90
+X-MICROSOFT-CDO-BUSYSTATUS:BUSY
+X-MICROSOFT-CDO-IMPORTANCE:1
+X-MICROSOFT-DISALLOW-COUNTER:FALSE
+X-MS-OLK-AUTOFILLLOCATION:FALSE
+X-MS-OLK-CONFTYPE:0
+END:VEVENT
+"""
+    calendar = (
+        "BEGIN:VCALENDAR\nPRODID:-//Microsoft Corporation//Outlook 16.0 MIMEDIR//EN\n"
+        f"VERSION:2.0\nMETHOD:PUBLISH\nX-MS-OLK-FORCEINSPECTOROPEN:TRUE\n{vtimezone}"
+        f"{event}END:VCALENDAR\n"
+    )
+    return calendar.replace("\n", "\r\n").encode()
+
+
+@pytest.mark.parametrize("vtimezone", ["", EASTERN_VTIMEZONE], ids=["alone", "with VTIMEZONE"])
+def test_it_maps_an_outlook_display_name_to_its_iana_zone(vtimezone: str) -> None:
+    weekly = "RRULE:FREQ=WEEKLY;COUNT=3;BYDAY=TH\n"
+    result = parse(outlook_export(EASTERN, "20250306T190000", vtimezone, rule=weekly))
+
+    assert not result.bad, result.bad
+    assert starts(result.drafts) == [
+        utc(2025, 3, 7, 0),
+        utc(2025, 3, 13, 23),  # 19:00 still: the US went to summer time on 9 March
+        utc(2025, 3, 20, 23),
+    ]
+    assert {draft.timezone for draft in result.drafts} == {"America/New_York"}
+
+
+def test_it_prefers_the_zone_s_history_to_outlook_s_one_rule_vtimezone() -> None:
+    """Until 2007 US summer time began in April; the block's March rule is today's."""
+    march_2006 = {"window_start": utc(2006, 1, 1), "window_end": utc(2007, 1, 1)}
+    payload = outlook_export(EASTERN, "20060320T190000", EASTERN_VTIMEZONE)
+
+    assert only_draft(parse(payload, **march_2006)).starts_at == utc(2006, 3, 21, 0)
+
+
+@pytest.mark.parametrize(
+    ("tzid", "zone"),
+    [
+        ("(UTC-05:00)  Eastern Time (US &  Canada) ", "America/New_York"),
+        ("(GMT-05.00) Eastern Time (US & Canada)", "America/New_York"),  # Outlook 2003
+        ("(UTC) Dublin, Edinburgh, Lisbon, London", "Europe/London"),  # Windows 7
+        ("(UTC+00:00) Dublin, Edinburgh, Lisbon, London", "Europe/London"),  # Windows 10
+        ("(UTC+02:00) Kaliningrad (RTZ 1)", "Europe/Kaliningrad"),
+        ("(UTC+02:00) Kaliningrad", "Europe/Kaliningrad"),
+        ("(UTC-08:00) Baja California", "America/Tijuana"),
+        ("GMT Standard Time", "Europe/London"),
+    ],
+)
+def test_it_reads_display_names_as_outlook_spells_them(tzid: str, zone: str) -> None:
+    draft = only_draft(parse(outlook_export(tzid, "20250704T190000")))
+
+    assert draft.timezone == zone
+    assert draft.starts_at == datetime(2025, 7, 4, 19, tzinfo=ZoneInfo(zone))
+
+
+def test_it_quarantines_an_unknown_display_name_without_a_vtimezone() -> None:
+    result = parse(outlook_export("(UTC+05:00) Atlantis, Lemuria", "20250704T190000"))
+
+    (bad,) = result.bad
+    assert result.drafts == []
+    assert bad.reason == (
+        "unknown TZID '(UTC+05:00) Atlantis, Lemuria': no VTIMEZONE defines it,"
+        " and it is no IANA or Windows zone name"
+    )
+
+
+def test_it_reads_each_calendar_s_custom_zone_in_its_own_vtimezone() -> None:
+    """Outlook calls every zone its user edited "Customized Time Zone": icalendar caches
+    the first such block process-wide, which must not place the next calendar's events."""
+
+    def customized(offset: str) -> str:
+        return (
+            EASTERN_VTIMEZONE.replace(EASTERN, "Customized Time Zone")
+            .replace("-0400", offset)
+            .replace("-0500", offset)
+        )
+
+    tzid, start = "Customized Time Zone", "20250704T190000"
+    first = only_draft(parse(outlook_export(tzid, start, customized("+0500"))))
+    second = only_draft(parse(outlook_export(tzid, start, customized("-0300"))))
+    undefined = parse(outlook_export(tzid, start))
+
+    assert (first.starts_at, second.starts_at) == (utc(2025, 7, 4, 14), utc(2025, 7, 4, 22))
+    assert [bad.reason.split(":")[0] for bad in undefined.bad] == [
+        "unknown TZID 'Customized Time Zone'"
+    ]
+
+
+def test_it_maps_the_brasilia_zone_of_a_real_outlook_calendar() -> None:
+    """icalendar's issue 237: Outlook's VTIMEZONE for "(UTC-03:00) Brasília", accent and all."""
+    path = SHARED_DATA / "calendars/icalendar-tests/src/icalendar/tests/timezones"
+    path /= "issue_237_brazilia_standard.ics"
+    if not path.is_file():
+        pytest.skip(f"the shared calendar corpora are not at {SHARED_DATA}")
+    vtimezone = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+    payload = outlook_export("(UTC-03:00) Brasília", "20250704T190000", vtimezone)
+
+    draft = only_draft(parse(payload))
+    assert (draft.starts_at, draft.timezone) == (utc(2025, 7, 4, 22), "America/Sao_Paulo")
+
+
+def test_every_windows_zone_name_leads_to_one_installed_iana_zone() -> None:
+    names = [*windows_zones.NAMES_FROM_CLDR, *windows_zones.NAMES_BY_HAND, *WINDOWS_TO_OLSON]
+
+    assert len(windows_zones.WINDOWS_IDS) == len(names)  # no two share a place list
+    assert all(windows_zones.windows_zone(name) for name in names)
+
+
+def test_the_names_from_cldr_are_those_gcloud_keeps() -> None:
+    """Re-derives `NAMES_FROM_CLDR` from its source, where google-cloud-sdk is installed."""
+    source = Path("/usr/lib/google-cloud-sdk/lib/googlecloudsdk/core/util/times_data.py")
+    if not source.is_file():
+        pytest.skip(f"google-cloud-sdk is not installed ({source})")
+    text = source.read_text(encoding="utf-8")
+    derived: dict[str, set[str]] = {}
+    for line in text[text.index("IANA_TO_WINDOWS = {") :].splitlines():
+        if comment := re.fullmatch(r"\s*# (\(UTC.*)", line):
+            ids = derived.setdefault(comment.group(1).strip(), set())
+        elif entry := re.fullmatch(r"\s*'[^']+': '([^']+)',", line):
+            ids.add(entry.group(1))
+
+    single = {name: found.pop() for name, found in derived.items() if len(found) == 1}
+    assert single == windows_zones.NAMES_FROM_CLDR
 
 
 # --- hostile and broken input -------------------------------------------------------------

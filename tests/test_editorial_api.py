@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import pytest
 from django.test import Client
 
-from ingestion.models import Listing, QuarantinedItem, Source
+from ingestion.models import ApiToken, Listing, QuarantinedItem, Source
 from ingestion.retrying import retry_record
 from ingestion.tokens import create_token
 
@@ -32,6 +32,22 @@ def test_it_requires_a_valid_token(client: Client, token: str) -> None:
     assert _post(client, [], None).status_code == 401
     assert _post(client, [], "not-the-token").status_code == 401
     assert Listing.objects.count() == 0
+
+
+def test_a_revoked_token_is_refused_from_the_next_request(client: Client, token: str) -> None:
+    assert _post(client, [], token).status_code == 200
+    ApiToken.objects.update(revoked=True)
+
+    response = _post(client, [{"id": "late", "title": "After revocation"}], token)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="editorial"'
+    assert Listing.objects.count() == 0
+
+
+def test_a_wrong_token_of_the_right_length_is_refused(client: Client, token: str) -> None:
+    last = "A" if token[-1] != "A" else "B"
+    assert _post(client, [], token[:-1] + last).status_code == 401
+    assert _post(client, [], token).status_code == 200
 
 
 def test_it_reports_a_result_per_record(client: Client, token: str) -> None:

@@ -1,5 +1,5 @@
-"""Editors' admin: sources, listings, quarantine, polls and index generations."""
+"""Editors' admin: sources, listings, quarantine, polls, index generations, API tokens."""
 
-from ingestion.admin import generations, listings, quarantine, sources
+from ingestion.admin import generations, listings, quarantine, sources, tokens
 
-__all__ = ["generations", "listings", "quarantine", "sources"]
+__all__ = ["generations", "listings", "quarantine", "sources", "tokens"]

@@ -34,7 +34,7 @@ from ingestion.drafts import EXCERPT_CHARS, BadItem, ListingDraft, ParseResult, 
 from ingestion.parsers.calendar_time import (
     ExpansionBudget,
     as_aware,
-    calendar_zone,
+    calendar_zones,
     iana_name,
     iana_zone,
     localise_event,
@@ -137,12 +137,13 @@ def _valid_events(
     valid: list[_Event] = []
     position = 0
     for calendar in calendars:
-        zone, utc_is_local = calendar_zone(calendar, default_zone)
+        zones = calendar_zones(calendar, default_zone)
+        zone = zones.floating
         for component in calendar.walk("VEVENT"):
             raw = raw_blocks[position] if position < len(raw_blocks) else ""
             uid = _text(component, "UID")
             try:
-                problem = _unreadable(component) or localise_event(component, zone, utc_is_local)
+                problem = _unreadable(component) or localise_event(component, zones)
                 problem = problem or _backwards(component, zone)
             except Exception as error:  # odd values icalendar let through: one bad item
                 problem = f"cannot read: {type(error).__name__}: {error}"

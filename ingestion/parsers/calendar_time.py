@@ -6,15 +6,18 @@ DATE values (all-day events) stay dates until `as_aware` pins them to local midn
 `recurrence_problem` decides, in bounded time, whether a rule may be expanded at all.
 """
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil.rrule import rrulestr
-from icalendar import Calendar, Component
+from icalendar import Calendar, Component, Timezone
 from icalendar.prop import vDDDLists, vDDDTypes, vRecur
 from icalendar.timezone import tzid_from_tzinfo
+
+from ingestion.parsers.windows_zones import windows_zone
 
 # The properties whose values are dates or date-times (RRULE's UNTIL is handled apart).
 DATE_PROPERTIES = ("DTSTART", "DTEND", "RECURRENCE-ID", "RDATE", "EXDATE")
@@ -41,24 +44,47 @@ def iana_zone(name: str) -> ZoneInfo | None:
         return None
 
 
-def calendar_zone(calendar: Calendar, default: ZoneInfo) -> tuple[ZoneInfo, bool]:
-    """The zone for floating times, and whether it came from X-WR-TIMEZONE.
+@dataclass(frozen=True)
+class CalendarZones:
+    """What one VCALENDAR's times are in: floating ones, and those with a TZID."""
+
+    floating: ZoneInfo
+    utc_is_local: bool  # X-WR-TIMEZONE named `floating` (see localise_event)
+    defined: dict[str, tzinfo]  # the calendar's own VTIMEZONE blocks, by TZID
+
+
+def calendar_zones(calendar: Calendar, default: ZoneInfo) -> CalendarZones:
+    """The calendar's zones; floating times in X-WR-TIMEZONE's, or else in `default`.
 
     X-WR-TIMEZONE is Google's and Apple's way of saying where a calendar lives; it is
     not RFC 5545, so an unknown value falls back to the default rather than failing.
     """
     named = calendar.get("X-WR-TIMEZONE")
     zone = iana_zone(str(named)) if named else None
-    return (zone, True) if zone else (default, False)
+    defined: dict[str, tzinfo] = {}
+    for block in calendar.walk("VTIMEZONE"):
+        # Built afresh, not looked up: icalendar's cache may hold another calendar's.
+        built = _built_zone(block) if isinstance(block, Timezone) else None
+        if built:
+            defined.setdefault(str(block["TZID"]), built)
+    return CalendarZones(zone or default, zone is not None, defined)
 
 
-def localise_event(event: Component, zone: ZoneInfo, utc_is_local: bool) -> str | None:
+def _built_zone(block: Timezone) -> tzinfo | None:
+    try:
+        zone: tzinfo = block.to_tz(lookup_tzid=False)
+    except Exception:  # a block icalendar let through but can't build: its TZID is unknown
+        return None
+    return zone
+
+
+def localise_event(event: Component, zones: CalendarZones) -> str | None:
     """Make the event's date-times aware in place; return why it can't be, or None.
 
-    Floating times are read in `zone`. With X-WR-TIMEZONE (`utc_is_local`), UTC times are
-    also moved to `zone`: Google exports weekly 19:30 London events as 19:30Z in winter,
-    and only recurring them in London keeps them at 19:30 after the clocks change
-    (the convention the x-wr-timezone package implements).
+    Floating times are read in `zones.floating`. With X-WR-TIMEZONE (`utc_is_local`), UTC
+    times are also moved to that zone: Google exports weekly 19:30 London events as
+    19:30Z in winter, and only recurring them in London keeps them at 19:30 after the
+    clocks change (the convention the x-wr-timezone package implements).
     """
     for name in DATE_PROPERTIES:
         values = event.get(name)
@@ -71,28 +97,36 @@ def localise_event(event: Component, zone: ZoneInfo, utc_is_local: bool) -> str 
                 continue
             for item in items:
                 tzid = item.params.get("TZID") or prop.params.get("TZID")
-                item.dt, problem = _localise(item.dt, tzid, zone, utc_is_local)
+                item.dt, problem = _localise(item.dt, tzid and str(tzid), zones)
                 if problem:
                     return problem
-    _localise_until(event, zone)
+    _localise_until(event, zones.floating)
     return None
 
 
-def _localise(value: Any, tzid: str | None, zone: ZoneInfo, utc_is_local: bool) -> Localised:
+def _localise(value: Any, tzid: str | None, zones: CalendarZones) -> Localised:
     if isinstance(value, tuple):  # an RDATE period: (start, end or duration)
-        start, problem = _localise(value[0], tzid, zone, utc_is_local)
-        end, _ = _localise(value[1], tzid, zone, utc_is_local)
+        start, problem = _localise(value[0], tzid, zones)
+        end, _ = _localise(value[1], tzid, zones)
         return (start, end), problem
     if not isinstance(value, datetime):
         return value, None
+    if tzid and not isinstance(value.tzinfo, ZoneInfo) and not _is_utc(value.tzinfo):
+        # icalendar gives IANA names their ZoneInfo. Any other zone it gave came from a
+        # VTIMEZONE it caches process-wide by TZID, keeping the first one seen: perhaps
+        # another calendar's. So the TZID is read again here, first as a Windows zone
+        # name (an id or a display name: IANA has the zone's history where Outlook's
+        # VTIMEZONE holds only this year's rule), then as this calendar's own block.
+        # A TZID that is neither names a zone nobody defined: guessing would move events.
+        local = windows_zone(tzid) or zones.defined.get(tzid)
+        if local is None:
+            problem = "no VTIMEZONE defines it, and it is no IANA or Windows zone name"
+            return value, f"unknown TZID {tzid!r}: {problem}"
+        return value.replace(tzinfo=local), None
     if value.tzinfo is None:
-        # icalendar resolves IANA names, Windows names and VTIMEZONE blocks; a TZID it
-        # leaves naive names a zone nobody defined, and guessing would move the event.
-        if tzid:
-            return value, f"unknown TZID {str(tzid)!r}: no VTIMEZONE and not an IANA name"
-        return value.replace(tzinfo=zone), None
-    if utc_is_local and _is_utc(value.tzinfo):
-        return value.astimezone(zone), None
+        return value.replace(tzinfo=zones.floating), None
+    if zones.utc_is_local and _is_utc(value.tzinfo):
+        return value.astimezone(zones.floating), None
     return value, None
 
 
