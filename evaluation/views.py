@@ -17,6 +17,7 @@ Invariants a change must keep:
   runs public searches.
 """
 
+import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import cache
@@ -58,7 +59,7 @@ EVALUATION_TAG = "searchsite:evaluation"
 # outlived it (a sweep at concurrency 4 ran Postgres out of connections that way).
 LOOKUP_MS = 1000
 _SET_SOURCE_BY_DIGEST = """
-SELECT s.id, s.audience FROM ingestion_apitoken t
+SELECT s.id, s.audience, t.token_hash FROM ingestion_apitoken t
 JOIN evaluation_evaluationset e ON e.source_id = t.source_id
 JOIN ingestion_source s ON s.id = t.source_id
 WHERE t.token_hash = %(digest)s AND NOT t.revoked
@@ -130,13 +131,14 @@ async def _evaluation_source(request: HttpRequest) -> tuple[int, str] | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
+    presented = digest(token.strip())
     rows = await fetch_with_local_settings(
-        EVALUATION_TAG,
-        _SET_SOURCE_BY_DIGEST,
-        {"digest": digest(token.strip())},
-        Deadline.after(LOOKUP_MS),
+        EVALUATION_TAG, _SET_SOURCE_BY_DIGEST, {"digest": presented}, Deadline.after(LOOKUP_MS)
     )
-    return (int(rows[0][0]), str(rows[0][1])) if rows else None
+    # Compared as the editorial API compares (ingestion/tokens.py says why).
+    if not rows or not hmac.compare_digest(str(rows[0][2]), presented):
+        return None
+    return int(rows[0][0]), str(rows[0][1])
 
 
 def _budgets(request: HttpRequest) -> SearchDeadline:
