@@ -64,19 +64,34 @@ def web_argv(port: int, log_level: str = "info") -> list[str]:
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Worker:
+    name: str
+    queues: str
+    concurrency: int
+
+    def argv(self) -> list[str]:
+        return worker_argv(self.queues, self.concurrency, f"{self.name}@%h")
+
+
+# Fetching waits on the network, so it gets several processes: one stalled source must not
+# hold up the others. Embedding is CPU-bound and gets its own worker, so neither kind of
+# work can starve the other. Warming gets a third: its searches wait on Postgres, and
+# during a vector stall the embedding of new listings waited behind them
+# (docs/architecture.md).
+WORKERS = (
+    Worker("ingest-worker", "ingestion", 4),
+    Worker("embed-worker", "embedding", 1),
+    Worker("warm-worker", "warming", 1),
+)
+
+
 def _commands(port: int) -> list[tuple[str, list[str]]]:
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip
-    return [
-        # Fetching waits on the network, so it gets several processes: one stalled source
-        # must not hold up the others. Embedding is CPU-bound and gets its own worker, so
-        # neither kind of work can starve the other.
-        ("ingest-worker", worker_argv("ingestion", 4, "ingest@%h")),
-        ("embed-worker", worker_argv("embedding,warming", 1, "embed@%h")),
-        ("beat", beat),
-        ("web", web_argv(port)),
-    ]
+    workers = [(worker.name, worker.argv()) for worker in WORKERS]
+    return [*workers, ("beat", beat), ("web", web_argv(port))]
 
 
 def _prepare_metrics_dir() -> None:
