@@ -1,4 +1,7 @@
-"""GET /healthz: the state of every part a search or an ingestion depends on."""
+"""Health: GET /healthz, the state of every part a search or an ingestion depends on;
+GET /healthz/ready, whether this web process should take traffic (what a search needs,
+warm-up included: 503 until then); GET /healthz/live, whether the process answers at all
+(no dependency asked, so a stalled database never gets a live process restarted)."""
 
 from dataclasses import dataclass
 
@@ -10,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
+from retrieval import cold_start
 from searchsite.heartbeat import newest_age_s
 
 
@@ -58,14 +62,46 @@ def check_worker() -> Check:
     return Check(True, f"last heartbeat {age:.1f}s ago")
 
 
+def check_warm_up() -> Check:
+    try:
+        warmed = cold_start.warmed_up()
+    except DatabaseError:
+        return Check(False, "unknown: Postgres unreachable")
+    if not warmed:
+        return Check(False, "not warmed up since Postgres started")
+    return Check(True, "warmed up since Postgres started")
+
+
+def _search_checks() -> dict[str, Check]:
+    """What a web process needs to serve searches well. Not Redis: a search does without
+    the result cache, and the vector breaker runs on its own while Redis is away."""
+    return {
+        "postgres": check_postgres(),
+        "index_generation": check_index_generation(),
+        "warm_up": check_warm_up(),
+    }
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks = {
-        "postgres": check_postgres(),
-        "redis": check_redis(),
-        "index_generation": check_index_generation(),
-        "worker": check_worker(),
-    }
+    return _report(_search_checks() | {"redis": check_redis(), "worker": check_worker()})
+
+
+@require_GET
+def ready(request: HttpRequest) -> JsonResponse:
+    checks = _search_checks()
+    if checks["postgres"].ok and not checks["warm_up"].ok:
+        # Postgres restarted under a running stack, cold again: warm it, then be ready.
+        cold_start.warm_up_in_background()
+    return _report(checks)
+
+
+@require_GET
+def live(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _report(checks: dict[str, Check]) -> JsonResponse:
     failing = [name for name, check in checks.items() if not check.ok]
     body = {
         "status": "ok" if not failing else "failing",
