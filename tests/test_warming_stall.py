@@ -24,7 +24,12 @@ from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.pg import WARMING_CONNECTIONS
 from retrieval.query import parse_query
-from retrieval.warming import MAX_QUEUED, WARMING_QUEUE, schedule_warming
+from retrieval.warming import (
+    MAX_QUEUED,
+    WARMING_QUEUE,
+    schedule_warming,
+    schedule_warming_unless,
+)
 from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.supervisor import WORKERS, worker_argv
@@ -111,6 +116,21 @@ async def test_the_warming_queue_holds_at_most_max_queued_tasks(async_client: As
     after = await scrape(async_client)
     assert after.since(before, WARMING, event="enqueued") == MAX_QUEUED
     assert after.since(before, WARMING, event="dropped_queue_full") == DISTINCT_QUERIES - MAX_QUEUED
+    get_redis().delete(WARMING_QUEUE)
+
+
+async def test_a_caller_that_sheds_load_schedules_no_warming(async_client: AsyncClient) -> None:
+    get_redis().delete(WARMING_QUEUE)
+    shedding = True
+    schedule = schedule_warming_unless(lambda: shedding)
+    before = await scrape(async_client)
+    await schedule("searchsite:results:test:shed", parse_query("organ", None))
+    assert get_redis().llen(WARMING_QUEUE) == 0
+    assert _marks() == 0
+    assert (await scrape(async_client)).since(before, WARMING, event="skipped") == 1
+    shedding = False  # no longer shedding: scheduled as ever
+    await schedule("searchsite:results:test:shed", parse_query("organ", None))
+    assert get_redis().llen(WARMING_QUEUE) == 1
     get_redis().delete(WARMING_QUEUE)
 
 
