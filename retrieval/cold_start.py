@@ -5,7 +5,9 @@ miss their 40 ms budget and open the breaker: measured at 100,000 listings, 124 
 first 150 searches (6 s at 25/s) were `cache_fallback` with `breaker_open`. `warm_up()`
 loads the query model, reads the relations the search uses into memory with pg_prewarm
 (the active generation's HNSW index last, so that nothing read after it pushes it out),
-then runs a few searches with the warming budget.
+then runs a few searches with the warming budget. `warm_up_this_loop()` runs the same
+searches once more on a web process's own event loop, so its first searches find their
+pool open and their statements prepared.
 
 Invariants: a warm-up search never tells the vector breaker of its outcome (a cold index
 is slow, not broken; see `warm.search_unaccounted`); and the record that the stack is
@@ -17,6 +19,7 @@ taken for warm.
 import asyncio
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 
 from django.db import DatabaseError, connection
@@ -77,7 +80,7 @@ def warm_up() -> WarmUp:
     service.warm_up()  # the query model's session, loaded before anything is timed
     prewarmed = prewarm_relations()
     with connections_named(WARMING_CONNECTIONS):
-        modes = asyncio.run(_searches())
+        modes = asyncio.run(_searches_then_close())
     mark_warmed_up()
     return WarmUp(prewarmed, modes)
 
@@ -143,15 +146,43 @@ def prewarm_relations() -> dict[str, int]:
 
 async def _searches() -> list[str]:
     modes = []
-    try:
-        for text in WARM_UP_QUERIES:
-            try:
-                modes.append(str(await search_unaccounted(parse_query(text, None))))
-            except NoAnswerError:
-                modes.append("no_answer")
-    finally:
-        await close_loop_clients()
+    for text in WARM_UP_QUERIES:
+        try:
+            modes.append(str(await search_unaccounted(parse_query(text, None))))
+        except NoAnswerError:
+            modes.append("no_answer")
     return modes
+
+
+async def _searches_then_close() -> list[str]:
+    try:
+        return await _searches()
+    finally:
+        await close_loop_clients()  # the loop asyncio.run made ends with them
+
+
+# Event loops whose own pool and Redis client the warm-up searches have opened, and
+# their statements prepared: a web process's, which the first searches would otherwise
+# pay for (tens of milliseconds, against a 40 ms vector budget).
+_warm_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+_warming_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+
+async def warm_up_this_loop() -> bool:
+    """Run the warm-up searches on the running event loop, once; whether it is warm
+    (False while another caller on it is still warming it)."""
+    loop = asyncio.get_running_loop()
+    if loop in _warm_loops:
+        return True
+    if loop in _warming_loops:
+        return False
+    _warming_loops.add(loop)
+    try:
+        await _searches()
+        _warm_loops.add(loop)
+    finally:
+        _warming_loops.discard(loop)
+    return True
 
 
 def mark_warmed_up() -> None:

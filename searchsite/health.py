@@ -1,11 +1,13 @@
 """Health: GET /healthz, the state of every part a search or an ingestion depends on;
 GET /healthz/ready, whether this web process should take traffic (what a search needs,
-warm-up included: 503 until then); GET /healthz/live, whether the process answers at all
-(no dependency asked, so a stalled database never gets a live process restarted)."""
+the stack's warm-up and this process's own included: 503 until then); GET /healthz/live,
+whether the process answers at all (no dependency asked, so a stalled database never gets
+a live process restarted)."""
 
 from dataclasses import dataclass
 
 import redis
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
@@ -88,11 +90,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 @require_GET
-def ready(request: HttpRequest) -> JsonResponse:
-    checks = _search_checks()
+async def ready(request: HttpRequest) -> JsonResponse:
+    checks = await sync_to_async(_search_checks)()
     if checks["postgres"].ok and not checks["warm_up"].ok:
         # Postgres restarted under a running stack, cold again: warm it, then be ready.
         cold_start.warm_up_in_background()
+    warm = all(check.ok for check in checks.values())
+    # With the stack warm, this process's first searches must not pay for its own pool.
+    if warm and not await cold_start.warm_up_this_loop():
+        checks["warm_up"] = Check(False, "this process is warming up")
     return _report(checks)
 
 

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from dataclasses import dataclass
 
 from searchsite import embedded
@@ -18,6 +20,8 @@ from searchsite import embedded
 # Celery's warm shutdown finishes the task in hand; past this it is killed and, thanks
 # to acks_late, the task is redelivered on the next start.
 STOP_TIMEOUT_S = 20.0
+# Loading the model and warming up take seconds; far longer, and something is wrong.
+READY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -103,6 +107,21 @@ def _prepare_metrics_dir() -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
 
 
+def _wait_until_ready(port: int, children: list[Child], stopping: threading.Event) -> None:
+    """Until the web server answers /healthz/ready (its first probe warms its own event
+    loop: retrieval/cold_start.py), a child exits, or Ctrl-C; at most READY_TIMEOUT_S."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and not stopping.is_set():
+        if any(child.process.poll() is not None for child in children):
+            return  # the main loop reports it
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz/ready", timeout=5):
+                return
+        except OSError:  # not listening yet, or 503 (HTTPError) while it warms up
+            stopping.wait(0.2)
+    print(f"the web server is not ready after {READY_TIMEOUT_S:.0f}s", flush=True)
+
+
 def _announce(port: int) -> None:
     base = f"http://127.0.0.1:{port}"
     print(
@@ -111,7 +130,7 @@ def _announce(port: int) -> None:
         f"  search API   {base}/api/search?q=concert\n"
         f"  admin        {base}/admin/\n"
         f"  metrics      {base}/metrics\n"
-        f"  health       {base}/healthz\n"
+        f"  health       {base}/healthz (and /healthz/ready, /healthz/live)\n"
         "Press Ctrl-C to stop everything.\n",
         flush=True,
     )
@@ -133,6 +152,7 @@ def main() -> int:
             return 1
         for name, argv in _commands(port):
             children.append(_spawn(name, argv))
+        _wait_until_ready(port, children, stopping)
         _announce(port)
         while not stopping.wait(0.5):
             exited = [c for c in children if c.process.poll() is not None]

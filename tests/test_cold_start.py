@@ -7,14 +7,19 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient
 from pytest_django import Settings
 
 from ingestion import generations
 from ingestion.generations import hnsw_index_name
+from resilience.redis_clients import get_redis
 from retrieval import cold_start, service
-from tests.conftest import wait_until
+from retrieval.cache import cache_key
+from retrieval.deadline import Deadline
+from retrieval.query import parse_query
+from tests.conftest import eventually
 from tests.search_fixtures import VECTOR_TABLE, index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -25,18 +30,47 @@ def _forget_warm_up() -> None:
         cursor.execute("DELETE FROM retrieval_warm_up")
 
 
-def test_readiness_is_503_until_the_stack_is_warmed_up_then_200(client: Client) -> None:
-    index_listings()
-    _forget_warm_up()
-    response = client.get("/healthz/ready")
+async def test_readiness_is_503_until_the_stack_is_warmed_up_then_200(
+    async_client: AsyncClient,
+) -> None:
+    await sync_to_async(index_listings)()
+    await sync_to_async(_forget_warm_up)()
+    response = await async_client.get("/healthz/ready")
     assert response.status_code == 503
     assert response.json()["failing"] == ["warm_up"]
-    assert client.get("/healthz/live").status_code == 200  # alive all the while
+    assert (await async_client.get("/healthz/live")).status_code == 200  # alive all along
+
+    async def ready() -> bool:
+        return bool((await async_client.get("/healthz/ready")).status_code == 200)
 
     # The unready process warmed the stack itself, in the background.
-    wait_until(lambda: client.get("/healthz/ready").status_code == 200, 60, "ready")
-    wait_until(lambda: not cold_start.warming_up_in_background(), 30, "the warm-up's end")
-    assert cold_start.warmed_up()
+    await eventually(ready, 60, "ready")
+    await eventually(_background_done, 30, "the background warm-up's end")
+    assert await sync_to_async(cold_start.warmed_up)()
+
+
+async def _background_done() -> bool:
+    return not cold_start.warming_up_in_background()
+
+
+async def test_readiness_warms_up_the_process_own_event_loop_first(
+    async_client: AsyncClient,
+) -> None:
+    """With the stack warm, the first readiness probe runs the warm-up searches on this
+    process's own loop: its pool opened, its statements prepared, and the breaker told of
+    nothing."""
+    await sync_to_async(index_listings)()
+    await sync_to_async(cold_start.mark_warmed_up)()  # the stack warmed by bootstrap
+    generation = await service.active_generation(Deadline.after(5000))
+    assert generation is not None
+    warmed_key = cache_key(parse_query(cold_start.WARM_UP_QUERIES[0], None), generation)
+    assert not get_redis().exists(warmed_key)
+
+    assert (await async_client.get("/healthz/ready")).status_code == 200
+
+    assert get_redis().exists(warmed_key)  # its searches ran, here, before the answer
+    await sync_to_async(service.vector_gate().flush)()
+    assert await sync_to_async(service.vector_breaker().window)() == (0, 0)
 
 
 @contextmanager

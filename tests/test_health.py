@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient, Client
 from pytest_django import DjangoAssertNumQueries, Settings
 
 from ingestion import generations
@@ -90,13 +91,14 @@ def test_it_names_a_stack_not_warmed_up_since_postgres_started(
     assert response.json()["failing"] == ["warm_up"]
 
 
-def test_readiness_leaves_the_workers_and_redis_out(
-    client: Client, redis_unreachable: None
+@pytest.mark.django_db(transaction=True)  # the view reads from a thread of its own
+async def test_readiness_leaves_the_workers_and_redis_out(
+    async_client: AsyncClient, redis_unreachable: None
 ) -> None:
     """A web process serves searches without any worker, and without Redis (no result
     cache, the breaker on its own): it is ready all the same."""
-    generations.ensure_active_generation("model-a", 3)
-    response = client.get("/healthz/ready")
+    await sync_to_async(generations.ensure_active_generation)("model-a", 3)
+    response = await async_client.get("/healthz/ready")
     assert response.status_code == 200
     assert set(response.json()["checks"]) == {"postgres", "index_generation", "warm_up"}
 
