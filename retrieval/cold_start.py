@@ -162,8 +162,8 @@ async def _searches_then_close() -> list[str]:
 
 
 # Event loops whose own pool and Redis client the warm-up searches have opened, and
-# their statements prepared: a web process's, which the first searches would otherwise
-# pay for (tens of milliseconds, against a 40 ms vector budget).
+# their statements prepared: a web process's, whose first searches would otherwise pay
+# for them out of a 40 ms vector budget.
 _warm_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 _warming_loops: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 
