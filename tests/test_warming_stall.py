@@ -3,6 +3,7 @@ embedding, and it respects the vector breaker."""
 
 import asyncio
 import functools
+import json
 import os
 import subprocess
 import time
@@ -22,6 +23,7 @@ from resilience.redis_clients import get_redis
 from retrieval import service, warm
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
+from retrieval.hybrid import writes_done
 from retrieval.pg import WARMING_CONNECTIONS
 from retrieval.query import parse_query
 from retrieval.warming import (
@@ -36,7 +38,7 @@ from searchsite.supervisor import WORKERS, worker_argv
 from tests.conftest import eventually, first_search_answered, stop_worker, wait_until
 from tests.factories import draft, source
 from tests.scraping import scrape
-from tests.search_fixtures import embeddings_locked, search_json
+from tests.search_fixtures import embeddings_locked
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 WARMING = "retrieval_cache_warming_total"
@@ -187,24 +189,28 @@ async def test_during_a_vector_stall_warming_drains_and_embedding_keeps_up(
     test_database_url: str,
 ) -> None:
     await first_search_answered(async_client)
+    await writes_done()  # its own warming, if it asked for any, decided before this
     before = await scrape(async_client)
     async with embeddings_locked(test_database_url):
-        bodies = []
+        reasons: list[set[str]] = []
         # A few at a time: thirty at once on this test's one event loop missed even the
-        # lexical stage's deadline.
+        # lexical stage's deadline. On a loaded machine some still do (a 503 with its
+        # reasons): a timed-out vector stage asks for warming either way.
         for first in range(0, DISTINCT_QUERIES, CONCURRENT):
             numbers = range(first, min(first + CONCURRENT, DISTINCT_QUERIES))
-            bodies += await asyncio.gather(
-                *(search_json(async_client, q=f"jazz evening {number}") for number in numbers)
+            responses = await asyncio.gather(
+                *(async_client.get("/api/search", {"q": f"jazz evening {n}"}) for n in numbers)
             )
-        timeouts = sum(
-            bool({"vector_timeout", "embed_timeout"} & set(body["reasons"])) for body in bodies
-        )
-        assert timeouts >= 10  # many distinct queries asked for warming
+            assert {response.status_code for response in responses} <= {200, 503}
+            reasons += [set(json.loads(response.content)["reasons"]) for response in responses]
+        timeouts = sum(bool({"vector_timeout", "embed_timeout"} & given) for given in reasons)
+        # Until the breaker opens (ten outcomes, half of them failed), then it sheds them.
+        assert timeouts >= 5
 
         async def every_timeout_decided() -> bool:
             now = await scrape(async_client)
-            events = ("enqueued", "deduplicated", "dropped_queue_full")
+            # "failed": Redis did not answer in time (a loaded machine)
+            events = ("enqueued", "deduplicated", "dropped_queue_full", "failed")
             return sum(now.since(before, WARMING, event=event) for event in events) == timeouts
 
         # Each timeout's warming is decided behind its response; then, while the stall
