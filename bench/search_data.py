@@ -17,7 +17,18 @@ from retrieval import vocabulary
 
 BASE = 2000
 _LISTING_DEFAULTS = "\t".join(
-    ["{}", "", "f", "", "active", "2026-11-29T00:00:00Z", "2026-11-29T00:00:00Z", "1", "editorial"]
+    [
+        "{}",
+        "",
+        "f",
+        "",
+        "active",
+        "2026-11-29T00:00:00Z",
+        "2026-11-29T00:00:00Z",
+        "1",
+        "editorial",
+        "public",
+    ]
 )
 
 
@@ -106,7 +117,8 @@ def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
         cursor.execute("SET maintenance_work_mem = '512MB'")
         with cursor.copy(
             "COPY ingestion_listing (id, title, description, venue, aliases, timezone,"
-            " all_day, url, status, created_at, updated_at, content_version, fetched_kind)"
+            " all_day, url, status, created_at, updated_at, content_version, fetched_kind,"
+            " audience)"
             " FROM STDIN"
         ) as copy:
             copy.write(listings.getvalue())

@@ -1,24 +1,52 @@
 """What a warming task does: the full hybrid search with a generous budget, whose
-complete result the search itself caches."""
+complete result the search itself caches.
+
+Invariants: a warming search never runs while the vector breaker is open or half-open
+(it would wait on what the breaker keeps searches from, and could take the half-open
+probe from a real search), nor behind a lock on the tables it reads, which it gives up on
+after `LOCK_WAIT_MS` instead of its whole budget; and it never tells the breaker of its
+outcome, which has a budget no request has. A job dropped for either reason is counted
+and leaves its key free to be scheduled again.
+"""
 
 import asyncio
 import dataclasses
 
 from django.conf import settings
+from psycopg.errors import LockNotAvailable
 
 from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.cache import RedisResultCache, close_async_redis
-from retrieval.deadline import BudgetPolicy, SearchDeadline, plan_budgets
+from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.hybrid import hybrid_search, writes_done
-from retrieval.pg import WARMING_CONNECTIONS, close_pool, connections_named
-from retrieval.service import dependencies
+from retrieval.pg import (
+    WARMING_CONNECTIONS,
+    close_pool,
+    connections_named,
+    fetch_with_local_settings,
+)
+from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
-from retrieval.warming import job_key, load_job
+from retrieval.warming import job_key, load_job, release
+
+# A stalled table is usually locked for seconds (a migration, a rebuild): a warming
+# search behind it would hold its worker for its whole budget, one distinct query after
+# another. This long is enough to get a lock nobody holds.
+LOCK_WAIT_MS = 100
+LOCK_PROBE_TAG = "searchsite:warming-probe"
+# Every table the search reads: the listings (lexical stage, hydration), their embeddings
+# and the lexical stage's term statistics and vocabulary. The statement plans to nothing,
+# but opening the tables takes their locks. A lock taken just after it still holds the
+# search up to its budget: that is why warming has a worker of its own.
+_LOCK_PROBE = (
+    "SELECT 1 FROM ingestion_listing, ingestion_listing_embedding,"
+    " retrieval_term_statistics, retrieval_vocabulary WHERE false"
+)
 
 
 class AlwaysAllow:
-    """Warming runs off the request path: no breaker, no admission limit."""
+    """Warming runs off the request path: no breaker accounting, no admission limit."""
 
     def allow(self) -> bool:
         return True
@@ -42,14 +70,44 @@ def warm(key: str) -> str:
     if query is None:
         metrics.WARMING.labels(event="failed").inc()
         return "expired"
+    if vector_breaker().state() != "closed":
+        return _dropped(key, "dropped_breaker_open")
     with connections_named(WARMING_CONNECTIONS):
-        mode = asyncio.run(_search(query))
+        mode = asyncio.run(_warm_unless_locked(query))
+    if mode is None:
+        return _dropped(key, "dropped_stalled")
     event = "completed" if mode == Mode.HYBRID else "failed"
     metrics.WARMING.labels(event=event).inc()
     return event
 
 
-async def _search(query: Query) -> Mode:
+def _dropped(key: str, event: str) -> str:
+    release(key)
+    metrics.WARMING.labels(event=event).inc()
+    return event
+
+
+async def _warm_unless_locked(query: Query) -> Mode | None:
+    """The search's mode, or None when a table it reads is locked."""
+    try:
+        try:
+            await fetch_with_local_settings(
+                LOCK_PROBE_TAG,
+                _LOCK_PROBE,
+                {},
+                Deadline.after(settings.SEARCH_WARMING_BUDGET_MS),
+                local={"lock_timeout": f"{LOCK_WAIT_MS}ms"},
+            )
+        except LockNotAvailable:
+            return None
+        return await search_unaccounted(query)
+    finally:
+        await close_loop_clients()
+
+
+async def search_unaccounted(query: Query) -> Mode:
+    """`query` searched as warming does: the warming budget for each stage, the result
+    cached, and no outcome told to the vector breaker or the admission limit."""
     gate = AlwaysAllow()
     deps = dataclasses.replace(
         dependencies(),
@@ -70,6 +128,10 @@ async def _search(query: Query) -> Mode:
     try:
         return (await hybrid_search(query, deadline, deps)).mode
     finally:
-        await writes_done()  # the result is what this task is for
-        await close_pool()  # this loop's: the task's loop ends with it
-        await close_async_redis()
+        await writes_done()  # the result is what this search is for
+
+
+async def close_loop_clients() -> None:
+    """Close this event loop's pool and Redis client: a task's loop ends with it."""
+    await close_pool()
+    await close_async_redis()

@@ -1,8 +1,13 @@
-"""GET /healthz: the state of every part a search or an ingestion depends on."""
+"""Health: GET /healthz, the state of every part a search or an ingestion depends on;
+GET /healthz/ready, whether this web process should take traffic (what a search needs,
+the stack's warm-up and this process's own included: 503 until then); GET /healthz/live,
+whether the process answers at all (no dependency asked, so a stalled database never gets
+a live process restarted)."""
 
 from dataclasses import dataclass
 
 import redis
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
@@ -10,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
+from retrieval import cold_start
 from searchsite.heartbeat import newest_age_s
 
 
@@ -58,14 +64,50 @@ def check_worker() -> Check:
     return Check(True, f"last heartbeat {age:.1f}s ago")
 
 
+def check_warm_up() -> Check:
+    try:
+        warmed = cold_start.warmed_up()
+    except DatabaseError:
+        return Check(False, "unknown: Postgres unreachable")
+    if not warmed:
+        return Check(False, "not warmed up since Postgres started")
+    return Check(True, "warmed up since Postgres started")
+
+
+def _search_checks() -> dict[str, Check]:
+    """What a web process needs to serve searches well. Not Redis: a search does without
+    the result cache, and the vector breaker runs on its own while Redis is away."""
+    return {
+        "postgres": check_postgres(),
+        "index_generation": check_index_generation(),
+        "warm_up": check_warm_up(),
+    }
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks = {
-        "postgres": check_postgres(),
-        "redis": check_redis(),
-        "index_generation": check_index_generation(),
-        "worker": check_worker(),
-    }
+    return _report(_search_checks() | {"redis": check_redis(), "worker": check_worker()})
+
+
+@require_GET
+async def ready(request: HttpRequest) -> JsonResponse:
+    checks = await sync_to_async(_search_checks)()
+    if checks["postgres"].ok and not checks["warm_up"].ok:
+        # Postgres restarted under a running stack, cold again: warm it, then be ready.
+        cold_start.warm_up_in_background()
+    warm = all(check.ok for check in checks.values())
+    # With the stack warm, this process's first searches must not pay for its own pool.
+    if warm and not await cold_start.warm_up_this_loop():
+        checks["warm_up"] = Check(False, "this process is warming up")
+    return _report(checks)
+
+
+@require_GET
+def live(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _report(checks: dict[str, Check]) -> JsonResponse:
     failing = [name for name, check in checks.items() if not check.ok]
     body = {
         "status": "ok" if not failing else "failing",

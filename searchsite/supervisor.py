@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from dataclasses import dataclass
 
 from searchsite import embedded
@@ -18,6 +20,8 @@ from searchsite import embedded
 # Celery's warm shutdown finishes the task in hand; past this it is killed and, thanks
 # to acks_late, the task is redelivered on the next start.
 STOP_TIMEOUT_S = 20.0
+# Loading the model and warming up take seconds; far longer, and something is wrong.
+READY_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -64,19 +68,34 @@ def web_argv(port: int, log_level: str = "info") -> list[str]:
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Worker:
+    name: str
+    queues: str
+    concurrency: int
+
+    def argv(self) -> list[str]:
+        return worker_argv(self.queues, self.concurrency, f"{self.name}@%h")
+
+
+# Fetching waits on the network, so it gets several processes: one stalled source must not
+# hold up the others. Embedding is CPU-bound and gets its own worker, so neither kind of
+# work can starve the other. Warming gets a third: its searches wait on Postgres, and
+# during a vector stall the embedding of new listings waited behind them
+# (docs/architecture.md).
+WORKERS = (
+    Worker("ingest-worker", "ingestion", 4),
+    Worker("embed-worker", "embedding", 1),
+    Worker("warm-worker", "warming", 1),
+)
+
+
 def _commands(port: int) -> list[tuple[str, list[str]]]:
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip
-    return [
-        # Fetching waits on the network, so it gets several processes: one stalled source
-        # must not hold up the others. Embedding is CPU-bound and gets its own worker, so
-        # neither kind of work can starve the other.
-        ("ingest-worker", worker_argv("ingestion", 4, "ingest@%h")),
-        ("embed-worker", worker_argv("embedding,warming", 1, "embed@%h")),
-        ("beat", beat),
-        ("web", web_argv(port)),
-    ]
+    workers = [(worker.name, worker.argv()) for worker in WORKERS]
+    return [*workers, ("beat", beat), ("web", web_argv(port))]
 
 
 def _prepare_metrics_dir() -> None:
@@ -88,6 +107,21 @@ def _prepare_metrics_dir() -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
 
 
+def _wait_until_ready(port: int, children: list[Child], stopping: threading.Event) -> None:
+    """Until the web server answers /healthz/ready (its first probe warms its own event
+    loop: retrieval/cold_start.py), a child exits, or Ctrl-C; at most READY_TIMEOUT_S."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and not stopping.is_set():
+        if any(child.process.poll() is not None for child in children):
+            return  # the main loop reports it
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz/ready", timeout=5):
+                return
+        except OSError:  # not listening yet, or 503 (HTTPError) while it warms up
+            stopping.wait(0.2)
+    print(f"the web server is not ready after {READY_TIMEOUT_S:.0f}s", flush=True)
+
+
 def _announce(port: int) -> None:
     base = f"http://127.0.0.1:{port}"
     print(
@@ -96,7 +130,7 @@ def _announce(port: int) -> None:
         f"  search API   {base}/api/search?q=concert\n"
         f"  admin        {base}/admin/\n"
         f"  metrics      {base}/metrics\n"
-        f"  health       {base}/healthz\n"
+        f"  health       {base}/healthz (and /healthz/ready, /healthz/live)\n"
         "Press Ctrl-C to stop everything.\n",
         flush=True,
     )
@@ -118,6 +152,7 @@ def main() -> int:
             return 1
         for name, argv in _commands(port):
             children.append(_spawn(name, argv))
+        _wait_until_ready(port, children, stopping)
         _announce(port)
         while not stopping.wait(0.5):
             exited = [c for c in children if c.process.poll() is not None]

@@ -2,12 +2,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from ingestion.api import post_records
-from searchsite import openapi, static_files
-from searchsite.health import healthz
+from searchsite import health, openapi, static_files
 from searchsite.metrics_view import metrics
 
 urlpatterns = [
-    path("healthz", healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
+    path("healthz/ready", health.ready, name="healthz-ready"),
+    path("healthz/live", health.live, name="healthz-live"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("static/<path:path>", static_files.serve, name="static"),

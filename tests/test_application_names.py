@@ -14,6 +14,7 @@ from resilience.redis_clients import get_redis
 from retrieval import warm
 from retrieval.pg import SEARCH_CONNECTIONS, VECTOR_TAG, WARMING_CONNECTIONS
 from retrieval.query import parse_query
+from retrieval.warm import LOCK_PROBE_TAG
 from retrieval.warming import job_key, job_payload
 from tests.conftest import eventually
 from tests.search_fixtures import embeddings_locked
@@ -45,8 +46,11 @@ async def test_a_search_names_its_connections(
 
 
 async def test_cache_warming_names_its_connections(
-    indexed_listings: None, test_database_url: str
+    indexed_listings: None, test_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Warming gives up on a lock after LOCK_WAIT_MS; waiting on it long enough to be
+    # seen, its first statement shows the connection's name.
+    monkeypatch.setattr(warm, "LOCK_WAIT_MS", 10_000)
     query = parse_query("organ", None)
     key = "searchsite:results:test-warming-name"
     get_redis().set(job_key(key), job_payload(query), ex=60)
@@ -56,9 +60,9 @@ async def test_cache_warming_names_its_connections(
         worker.start()
 
         async def waiting() -> bool:
-            return await _names_of(test_database_url, VECTOR_TAG) == {WARMING_CONNECTIONS}
+            return await _names_of(test_database_url, LOCK_PROBE_TAG) == {WARMING_CONNECTIONS}
 
-        await eventually(waiting, 10, "the warming search's vector statement, named")
+        await eventually(waiting, 10, "the warming task's first statement, named")
     await sync_to_async(worker.join)(30)
     assert not worker.is_alive()
 

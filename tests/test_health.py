@@ -1,15 +1,19 @@
-"""GET /healthz reports every part and names the failing one."""
+"""GET /healthz reports every part and names the failing one; /healthz/ready only what a
+search needs, warm-up included; /healthz/live asks nothing."""
 
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.test import Client
-from pytest_django import Settings
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.test import AsyncClient, Client
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from ingestion import generations
 from resilience import redis_clients
+from retrieval import cold_start
 from searchsite.heartbeat import HEARTBEAT_KEY, beat
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +26,20 @@ def fresh_heartbeat() -> Iterator[None]:
     beat(client, "worker@test")
     yield
     client.delete(HEARTBEAT_KEY)
+
+
+@pytest.fixture
+def redis_unreachable(settings: Settings, tmp_path: Path) -> Iterator[None]:
+    settings.REDIS_URL = f"unix://{tmp_path}/nothing-listens-here.sock"
+    redis_clients.get_redis.cache_clear()
+    yield
+    redis_clients.get_redis.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def warmed_up() -> None:
+    """The stack warmed up since this Postgres started, as bootstrap leaves it."""
+    cold_start.mark_warmed_up()
 
 
 def test_it_is_healthy_when_every_part_is(client: Client, fresh_heartbeat: None) -> None:
@@ -54,14 +72,41 @@ def test_it_names_a_worker_that_stopped_beating(client: Client) -> None:
 
 
 def test_it_names_redis_when_redis_is_unreachable(
-    client: Client, settings: Settings, tmp_path: Path, fresh_heartbeat: None
+    client: Client, fresh_heartbeat: None, redis_unreachable: None
 ) -> None:
     generations.ensure_active_generation("model-a", 3)
-    settings.REDIS_URL = f"unix://{tmp_path}/nothing-listens-here.sock"
-    redis_clients.get_redis.cache_clear()
-    try:
-        response = client.get("/healthz")
-    finally:
-        redis_clients.get_redis.cache_clear()
+    response = client.get("/healthz")
     assert response.status_code == 503
     assert set(response.json()["failing"]) == {"redis", "worker"}
+
+
+def test_it_names_a_stack_not_warmed_up_since_postgres_started(
+    client: Client, fresh_heartbeat: None
+) -> None:
+    generations.ensure_active_generation("model-a", 3)
+    with connection.cursor() as cursor:  # warmed after an earlier start of the server
+        cursor.execute("UPDATE retrieval_warm_up SET server_started_at = '2020-01-01'")
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["failing"] == ["warm_up"]
+
+
+@pytest.mark.django_db(transaction=True)  # the view reads from a thread of its own
+async def test_readiness_leaves_the_workers_and_redis_out(
+    async_client: AsyncClient, redis_unreachable: None
+) -> None:
+    """A web process serves searches without any worker, and without Redis (no result
+    cache, the breaker on its own): it is ready all the same."""
+    await sync_to_async(generations.ensure_active_generation)("model-a", 3)
+    response = await async_client.get("/healthz/ready")
+    assert response.status_code == 200
+    assert set(response.json()["checks"]) == {"postgres", "index_generation", "warm_up"}
+
+
+def test_liveness_asks_no_dependency(
+    client: Client, redis_unreachable: None, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
+    with django_assert_num_queries(0):
+        response = client.get("/healthz/live")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}

@@ -1,5 +1,6 @@
 """Prepare a fresh or existing installation: schema, static assets, an admin user, an
-active index generation. Safe to run on every start."""
+active index generation, and a stack warmed before it takes traffic. Safe to run on every
+start."""
 
 import secrets
 from typing import Any
@@ -11,13 +12,14 @@ from django.core.management.base import BaseCommand
 from ingestion import generations, tasks
 from ingestion.demo import load_demo_sources
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from retrieval import cold_start
 from searchsite.env import env_bool, env_optional, env_str
 
 
 class Command(BaseCommand):
     help = (
         "Migrate, collect the static assets, create an admin user if none exists, ensure an "
-        "active index generation, load the demo sources on first run."
+        "active index generation, load the demo sources on first run, warm the stack up."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,6 +40,14 @@ class Command(BaseCommand):
                     f"{poll.quarantined} quarantined"
                 )
             tasks.schedule_embedding()
+        # Last, and before `make run` or compose starts the web server: what the searches
+        # read is in memory, and /healthz/ready says so.
+        warmed = cold_start.warm_up()
+        blocks = sum(warmed.prewarmed.values())
+        self.stdout.write(
+            f"warmed up: {len(warmed.prewarmed)} relations ({blocks} blocks) read, "
+            f"warm-up searches {', '.join(warmed.modes)}"
+        )
 
     def _ensure_admin(self) -> None:
         users = get_user_model()

@@ -1,0 +1,129 @@
+"""A cold start warms itself before it takes traffic: readiness is 503 until the stack is
+warmed up, warm-up reads the search's indexes into memory, and its searches never count
+against the vector breaker."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.test import AsyncClient
+from pytest_django import Settings
+
+from ingestion import generations
+from ingestion.generations import hnsw_index_name
+from resilience.redis_clients import get_redis
+from retrieval import cold_start, service
+from retrieval.cache import cache_key
+from retrieval.deadline import Deadline
+from retrieval.query import parse_query
+from tests.conftest import eventually
+from tests.search_fixtures import VECTOR_TABLE, index_listings
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _forget_warm_up() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM retrieval_warm_up")
+
+
+async def test_readiness_is_503_until_the_stack_is_warmed_up_then_200(
+    async_client: AsyncClient,
+) -> None:
+    await sync_to_async(index_listings)()
+    await sync_to_async(_forget_warm_up)()
+    response = await async_client.get("/healthz/ready")
+    assert response.status_code == 503
+    assert response.json()["failing"] == ["warm_up"]
+    assert (await async_client.get("/healthz/live")).status_code == 200  # alive all along
+
+    async def ready() -> bool:
+        return bool((await async_client.get("/healthz/ready")).status_code == 200)
+
+    # The unready process warmed the stack itself, in the background.
+    await eventually(ready, 60, "ready")
+    await eventually(_background_done, 30, "the background warm-up's end")
+    assert await sync_to_async(cold_start.warmed_up)()
+
+
+async def _background_done() -> bool:
+    return not cold_start.warming_up_in_background()
+
+
+async def test_readiness_warms_up_the_process_own_event_loop_first(
+    async_client: AsyncClient,
+) -> None:
+    """With the stack warm, the first readiness probe runs the warm-up searches on this
+    process's own loop: its pool opened, its statements prepared, and the breaker told of
+    nothing."""
+    await sync_to_async(index_listings)()
+    await sync_to_async(cold_start.mark_warmed_up)()  # the stack warmed by bootstrap
+    generation = await service.active_generation(Deadline.after(5000))
+    assert generation is not None
+    warmed_key = cache_key(parse_query(cold_start.WARM_UP_QUERIES[0], None), generation)
+    assert not get_redis().exists(warmed_key)
+
+    assert (await async_client.get("/healthz/ready")).status_code == 200
+
+    assert get_redis().exists(warmed_key)  # its searches ran, here, before the answer
+    await sync_to_async(service.vector_gate().flush)()
+    assert await sync_to_async(service.vector_breaker().window)() == (0, 0)
+
+
+@contextmanager
+def _locked(url: str, table: str) -> Iterator[None]:
+    with psycopg.connect(url) as holder:
+        holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        yield
+        holder.rollback()
+
+
+def test_warm_up_searches_never_count_against_the_breaker(
+    settings: Settings, test_database_url: str
+) -> None:
+    index_listings()
+    # One failure told to the breaker would open it; each vector stage will time out.
+    settings.VECTOR_BREAKER_MIN_CALLS = 1
+    settings.SEARCH_WARMING_BUDGET_MS = 300
+    service.forget_wiring()
+    with _locked(test_database_url, VECTOR_TABLE):
+        warmed = cold_start.warm_up()
+    assert set(warmed.modes) == {"lexical_fallback"}  # every vector stage timed out
+    service.vector_gate().flush()  # anything recorded is in Redis now
+    assert service.vector_breaker().window() == (0, 0)
+    assert service.vector_breaker().state() == "closed"
+    assert cold_start.warmed_up()
+
+
+def _buffered_blocks(relation: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_buffercache"
+            " WHERE relfilenode = pg_relation_filenode(%s::regclass)"
+            " AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [relation],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_warm_up_reads_the_active_hnsw_index_and_the_lexical_indexes_into_shared_buffers() -> None:
+    index_listings()
+    active = generations.active_generation()
+    assert active is not None
+    hnsw, lexical = hnsw_index_name(active), "listing_search_vector_gin"
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        for relation in (hnsw, lexical):
+            cursor.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", [relation])
+    assert _buffered_blocks(hnsw) == _buffered_blocks(lexical) == 0
+
+    prewarmed = cold_start.prewarm_relations()
+
+    assert list(prewarmed)[-1] == hnsw  # read last: nothing read after it pushes it out
+    for relation in (hnsw, lexical):
+        assert prewarmed[relation] > 0
+        assert _buffered_blocks(relation) == prewarmed[relation]
