@@ -8,7 +8,6 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
-from retrieval import metrics
 from retrieval.admission import AdmissionLimit
 from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
@@ -19,8 +18,7 @@ from retrieval.hybrid import Dependencies
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
-from retrieval.types import Query
-from retrieval.warming import schedule_warming
+from retrieval.warming import schedule_warming_unless
 
 _generations = GenerationLookup()
 
@@ -70,15 +68,6 @@ def front_door() -> Door:
     return Door(settings.SEARCH_MAX_IN_FLIGHT)
 
 
-async def warm_unless_shedding(key: str, query: Query) -> None:
-    """Cache warming, except while the door is turning searches away: a warming search is
-    a whole search's work, which the shed requests were refused for want of."""
-    if front_door().shedding():
-        metrics.WARMING.labels(event="skipped_shedding").inc()
-        return
-    await schedule_warming(key, query)
-
-
 @cache
 def dependencies() -> Dependencies:
     return Dependencies(
@@ -89,7 +78,8 @@ def dependencies() -> Dependencies:
         active_generation=active_generation,
         breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
-        warm=warm_unless_shedding,
+        # Warming is work a process turning searches away can go without.
+        warm=schedule_warming_unless(front_door().shedding),
     )
 
 

@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from searchsite import embedded
+from searchsite.env import env_int
 
 # Celery's warm shutdown finishes the task in hand; past this it is killed and, thanks
 # to acks_late, the task is redelivered on the next start.
@@ -61,10 +62,20 @@ def worker_argv(queues: str, concurrency: int, hostname: str, loglevel: str = "I
     ]  # fmt: skip
 
 
+# Web processes `make run` starts (WEB_PROCESSES): chosen by measurement, docs/reliability.md.
+DEFAULT_WEB_PROCESSES = 1
+
+
+def web_processes() -> int:
+    return env_int("WEB_PROCESSES", DEFAULT_WEB_PROCESSES)
+
+
 def web_argv(port: int, log_level: str = "info") -> list[str]:
+    """uvicorn on loopback, with `web_processes()` processes sharing its socket."""
     return [
         sys.executable, "-m", "uvicorn", "searchsite.asgi:application", "--host", "127.0.0.1",
         "--port", str(port), "--lifespan", "off", "--log-level", log_level, "--loop", "uvloop",
+        "--workers", str(web_processes()),
     ]  # fmt: skip
 
 

@@ -235,18 +235,18 @@ async def test_warming_is_not_scheduled_while_the_door_sheds(settings: Settings)
     query = parse_query("jazz", None, max_chars=200, max_k=50)
     before = _skipped()
     assert service.front_door().try_enter() is None  # one request turned away
-    await service.warm_unless_shedding("searchsite:results:a-key", query)
+    await service.dependencies().warm("searchsite:results:a-key", query)
     assert _skipped() == before + 1
     assert not list(get_redis().scan_iter("searchsite:warm*"))
 
     settings.SEARCH_MAX_IN_FLIGHT = 4  # a door that has not shed schedules it
     service.forget_wiring()
-    await service.warm_unless_shedding("searchsite:results:a-key", query)
+    await service.dependencies().warm("searchsite:results:a-key", query)
     assert list(get_redis().scan_iter("searchsite:warm*"))
 
 
 def _skipped() -> float:
-    labels = {"event": "skipped_shedding"}
+    labels = {"event": "skipped"}
     return REGISTRY.get_sample_value("retrieval_cache_warming_total", labels) or 0.0
 
 

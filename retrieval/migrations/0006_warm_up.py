@@ -17,7 +17,7 @@ CREATE TABLE retrieval_warm_up (
 
 
 class Migration(migrations.Migration):
-    dependencies = [("retrieval", "0004_term_statistics")]
+    dependencies = [("retrieval", "0005_metric_rollups")]
 
     operations = [
         CreateExtension("pg_prewarm"),
