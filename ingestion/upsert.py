@@ -134,9 +134,15 @@ def _apply_round(
     dedup.lock_slots([drafts[n] for n in unlisted])
     found = dedup.find_duplicates([drafts[n] for n in unlisted], source)
     duplicates = dict(zip(unlisted, found, strict=True))
+    # Not an unchanged draft's listing: a re-poll must not wait on the embedding sweep,
+    # which holds the listings it is embedding.
+    changing = [
+        records[draft.external_id].listing_id
+        for draft, kind in zip(drafts, kinds, strict=True)
+        if kind in (_Kind.LISTED, _Kind.WITHDRAWN) and draft.external_id in records
+    ]
     listings = _lock_listings(
-        {r.listing_id for r in records.values() if r.listing_id is not None}
-        | {listing_id for listing_id in found if listing_id is not None}
+        {listing_id for listing_id in [*changing, *found] if listing_id is not None}
     )
 
     writes = _Writes()

@@ -9,11 +9,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from ingestion import generations, indexing
+from ingestion.batches import apply_parse_result
+from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder
 from ingestion.indexing import embed_pending, pending_count
 from ingestion.models import ListingEmbedding
@@ -136,3 +139,21 @@ def test_two_sweeps_at_once_embed_every_pair_exactly_once(generation: int) -> No
     assert len(embedded) == 30
     assert set(embedded.values()) == {1}
     assert ListingEmbedding.objects.filter(generation_id=generation).count() == 30
+
+
+def test_a_repoll_of_unchanged_items_does_not_wait_on_the_listings_a_sweep_holds(
+    test_database_url: str,
+) -> None:
+    feed = source()
+    result = ParseResult(drafts=[draft(f"id-{n}", title=f"Recital {n}") for n in range(3)])
+    apply_parse_result(feed, result, fetched_at=timezone.now(), started_at=timezone.now())
+    with psycopg.connect(test_database_url) as sweep, connection.cursor() as cursor:
+        sweep.execute("SELECT id FROM ingestion_listing FOR UPDATE").fetchall()  # as a claim
+        cursor.execute("SET lock_timeout = '2s'")  # a wait fails the test, not hangs it
+        try:
+            again = apply_parse_result(
+                feed, result, fetched_at=timezone.now(), started_at=timezone.now()
+            )
+        finally:
+            cursor.execute("RESET lock_timeout")
+    assert again.unchanged == 3
