@@ -1,10 +1,19 @@
 """Ingestion benchmark: end-to-end listings/s against raw embedding throughput in the same
 run, then fetch-to-searchable lag while new listings stream in during searches.
 
-    .venv/bin/python bench/ingest.py [--listings 1024] [--rate 20] [--seconds 60]
+    .venv/bin/python bench/ingest.py [--listings 1024] [--payloads 8] [--rate 20] [--seconds 60]
 
-Targets (issue 3): end-to-end >= 0.8 x raw embedding; lexical lag p95 <= 2 s; vector lag
-p95 <= 30 s at 20 new listings/s.
+End to end is the workers' pipeline: `--payloads` editorial files polled one after
+another in this process, as the ingestion worker polls its sources, while a real embedding
+worker (a Celery process, as `make run` starts it) embeds what each poll committed; from
+the first poll's start to the last vector's commit. Raw embedding is the same texts
+embedded in this process in one call, before and after (their mean, so that a drift of the
+shared machine's speed weighs on both sides alike). The one-payload figure (poll it all,
+then embed it all in this process) is printed beside it: that is alternation by
+construction, as a payload is one transaction.
+
+Targets: end-to-end >= 0.9 x raw embedding (issue 12); lexical lag p95 <= 2 s; vector lag
+p95 <= 30 s at 20 new listings/s (issue 3).
 """
 
 import argparse
@@ -17,11 +26,18 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, SHARED_DATA, percentile, running
 from listings import records
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from ingestion.models import ListingEmbedding
 
 
 def raw_embedding_rate(texts: list[str]) -> float:
@@ -34,23 +50,83 @@ def raw_embedding_rate(texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def end_to_end_rate(batch: list[dict[str, object]]) -> tuple[float, float, float]:
-    """Fetch (local file), parse, de-duplicate, upsert, then embed everything."""
-    from ingestion.indexing import embed_pending_batch
+def _editorial_sources(name: str, batch: list[dict[str, object]], payloads: int) -> list[int]:
     from ingestion.models import Source
+
+    folder = Path(tempfile.mkdtemp())
+    size = -(-len(batch) // payloads)
+    ids = []
+    for number in range(payloads):
+        path = folder / f"records-{number}.json"
+        path.write_text(json.dumps(batch[number * size : (number + 1) * size]))
+        ids.append(
+            Source.objects.create(name=f"{name} {number}", kind="editorial", url=str(path)).pk
+        )
+    return ids
+
+
+def pipeline_rate(batch: list[dict[str, object]], payloads: int) -> tuple[float, float]:
+    """(listings/s from the first poll's start to the last vector's commit, seconds the
+    polls took), with the embedding worker already warm."""
+    from django.utils import timezone
+
+    from ingestion.models import Listing
+    from ingestion.polling import poll_source
+    from ingestion.tasks import schedule_embedding
+
+    sources = _editorial_sources("bench pipeline", batch, payloads)
+    started_at, started = timezone.now(), time.perf_counter()
+    for source_id in sources:
+        assert poll_source(source_id).status == "ok"
+        schedule_embedding()  # what the poll task does after a poll that changed listings
+    polled = time.perf_counter() - started
+    # Items of two payloads that are one event are one listing, embedded once.
+    listings = Listing.objects.filter(records__source_id__in=sources).distinct().count()
+    _wait_for_vectors(sources, listings, timeout_s=600)
+    return len(batch) / (_last_embedded_at(sources) - started_at).total_seconds(), polled
+
+
+def one_payload_rate(batch: list[dict[str, object]]) -> tuple[float, float, float]:
+    """One payload polled whole, then embedded in this process: (listings/s, ingest s,
+    embed s)."""
+    from ingestion.indexing import embed_pending
     from ingestion.polling import poll_source
 
-    path = Path(tempfile.mkdtemp()) / "records.json"
-    path.write_text(json.dumps(batch))
-    source = Source.objects.create(name="bench e2e", kind="editorial", url=str(path))
+    (source_id,) = _editorial_sources("bench one payload", batch, 1)
     started = time.perf_counter()
-    poll = poll_source(source.pk)
-    assert poll.new == len(batch), poll.__dict__
+    poll = poll_source(source_id)
+    assert poll.new + poll.updated == len(batch), poll.__dict__
     ingested = time.perf_counter()
-    while embed_pending_batch():
-        pass
+    embed_pending(until=float("inf"))
     done = time.perf_counter()
     return len(batch) / (done - started), ingested - started, done - ingested
+
+
+def _embedding_worker() -> subprocess.Popen[bytes]:
+    from searchsite.supervisor import worker_argv
+
+    return subprocess.Popen(
+        worker_argv("embedding", 1, "bench-embed@%h", "WARNING"),
+        cwd=REPO,
+        env=dict(os.environ),
+        start_new_session=True,
+    )
+
+
+def _warm(worker: subprocess.Popen[bytes]) -> None:
+    """The worker's first task loads the model; wait for it, so no figure includes that."""
+    from django.utils import timezone
+
+    from ingestion.models import Source
+    from ingestion.polling import ingest_payload
+    from ingestion.tasks import schedule_embedding
+
+    source = Source.objects.create(name="bench warm-up", kind="editorial")
+    records = [{"id": "warm-up", "title": "Warm-up recital", "description": "Organ."}]
+    ingest_payload(source, json.dumps(records).encode(), started_at=timezone.now())
+    schedule_embedding()
+    _wait_for_vectors([source.pk], 1, timeout_s=300)
+    assert worker.poll() is None
 
 
 def _searcher(stop: threading.Event, counter: list[int]) -> None:
@@ -76,15 +152,7 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
     from ingestion.models import Source
     from ingestion.polling import ingest_payload
     from ingestion.tasks import schedule_embedding
-    from searchsite.supervisor import worker_argv
 
-    env = dict(os.environ)
-    worker = subprocess.Popen(
-        worker_argv("embedding", 1, "bench-embed@%h", "WARNING"),
-        cwd=REPO,
-        env=env,
-        start_new_session=True,
-    )
     source = Source.objects.create(name="bench stream", kind="editorial")
     stop, searches = threading.Event(), [0]
     searcher = threading.Thread(target=_searcher, args=(stop, searches))
@@ -107,11 +175,9 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
             schedule_embedding()
         stop.set()
         searcher.join()
-        _wait_for_vectors(source.pk, sent, timeout_s=300)
+        _wait_for_vectors([source.pk], sent, timeout_s=300)
     finally:
         stop.set()
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(60)
     lexical, vector = _lags(source.pk)
     return {
         "sent": sent,
@@ -123,18 +189,30 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
     }
 
 
-def _wait_for_vectors(source_id: int, expected: int, timeout_s: float) -> None:
+def _embedded(source_ids: list[int]) -> "QuerySet[ListingEmbedding]":
     from ingestion.models import ListingEmbedding
 
+    return ListingEmbedding.objects.filter(
+        listing__records__source_id__in=source_ids, generation__state="active"
+    )
+
+
+def _wait_for_vectors(source_ids: list[int], expected: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        done = ListingEmbedding.objects.filter(
-            listing__records__source_id=source_id, generation__state="active"
-        ).count()
+        done = _embedded(source_ids).count()
         if done >= expected:
             return
-        time.sleep(0.5)
+        time.sleep(0.05)
     raise SystemExit(f"only {done}/{expected} listings were embedded within {timeout_s}s")
+
+
+def _last_embedded_at(source_ids: list[int]) -> datetime:
+    from django.db.models import Max
+
+    last: datetime | None = _embedded(source_ids).aggregate(last=Max("embedded_at"))["last"]
+    assert last is not None
+    return last
 
 
 def _lags(source_id: int) -> tuple[list[float], list[float]]:
@@ -157,6 +235,7 @@ def _lags(source_id: int) -> tuple[list[float], list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listings", type=int, default=1024)
+    parser.add_argument("--payloads", type=int, default=8, help="polled one after another")
     parser.add_argument("--rate", type=int, default=20, help="new listings per second")
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
@@ -167,22 +246,37 @@ def main() -> None:
 
         generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
-        pool = records(args.listings + int(args.rate * args.seconds) + 64, data_dir)
-        batch, stream = pool[: args.listings], pool[args.listings :]
+        count = 2 * args.listings + int(args.rate * args.seconds) + 64
+        pool = records(count, data_dir)
+        batch, single = pool[: args.listings], pool[args.listings : 2 * args.listings]
+        stream = pool[2 * args.listings :]
         texts = [
             embedding_text(str(r["title"]), str(r["venue"]), [], str(r["description"]))
             for r in batch
         ]
-        raw = raw_embedding_rate(texts)
-        e2e, ingest_s, embed_s = end_to_end_rate(batch)
-        print(f"texts: {'Open House London (shared data)' if data_dir else 'generated'}")
-        print(f"{'raw embedding':<28}{raw:8.1f} listings/s")
-        print(
-            f"{'end to end':<28}{e2e:8.1f} listings/s  (ingest {ingest_s:.2f} s, "
-            f"embed {embed_s:.2f} s for {len(batch)})"
-        )
-        print(f"{'ratio e2e / raw':<28}{e2e / raw:8.2f}   (target >= 0.80)")
-        lag = stream_lag(args.rate, args.seconds, stream)
+        worker = _embedding_worker()
+        try:
+            _warm(worker)
+            raw_before = raw_embedding_rate(texts)
+            e2e, polls_s = pipeline_rate(batch, args.payloads)
+            raw = (raw_before + raw_embedding_rate(texts)) / 2
+            print(f"texts: {'Open House London (shared data)' if data_dir else 'generated'}")
+            print(f"{'raw embedding':<28}{raw:8.1f} listings/s  (before {raw_before:.1f})")
+            print(
+                f"{'end to end':<28}{e2e:8.1f} listings/s  ({args.payloads} payloads polled in "
+                f"{polls_s:.2f} s, an embedding worker alongside)"
+            )
+            print(f"{'ratio e2e / raw':<28}{e2e / raw:8.2f}   (target >= 0.90)", flush=True)
+            one, ingest_s, embed_s = one_payload_rate(single)
+            print(
+                f"{'one payload, then embed':<28}{one:8.1f} listings/s  (ingest {ingest_s:.2f} s, "
+                f"embed {embed_s:.2f} s; ratio {one / raw:.2f})",
+                flush=True,
+            )
+            lag = stream_lag(args.rate, args.seconds, stream)
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(60)
         print(
             f"stream: {lag['sent']} listings at {args.rate}/s over {args.seconds:.0f} s, "
             f"{lag['searches']} lexical searches alongside"

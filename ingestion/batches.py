@@ -4,6 +4,7 @@ A worker killed mid-batch rolls the whole batch back; the redelivered task appli
 again from the start, and content hashes make every item land exactly once.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -12,7 +13,7 @@ from django.utils import timezone
 from ingestion import metrics
 from ingestion.drafts import BadItem, ParseResult, PayloadError
 from ingestion.models import Poll, QuarantinedItem, Source
-from ingestion.upsert import Counts, Outcome, apply_draft
+from ingestion.upsert import Counts, Outcome, apply_drafts
 
 
 def apply_parse_result(
@@ -28,20 +29,17 @@ def apply_parse_result(
     editorial file), so quarantine entries of earlier polls are superseded by this one's.
     `report`, when given, receives (position, external id, outcome, reason) per item."""
     counts = Counts()
-    changed: list[str] = []  # external ids of records whose listing is new or updated
     with transaction.atomic():
         poll = Poll.objects.create(
             source=source, started_at=started_at, finished_at=started_at, status=Poll.Status.OK
         )
-        for draft in result.drafts:
-            outcome = apply_draft(source, draft, fetched_at)
-            counts.add(outcome)
+        applied = apply_drafts(source, result.drafts, fetched_at)
+        for draft, item in zip(result.drafts, applied, strict=True):
+            counts.add(item.outcome)
             if report is not None:
-                report.append((draft.position, draft.external_id, outcome, ""))
-            if outcome in (Outcome.NEW, Outcome.UPDATED):
-                changed.append(draft.external_id)
+                report.append((draft.position, draft.external_id, item.outcome, ""))
+        quarantine(source, poll, result.bad)
         for bad in result.bad:
-            quarantine(source, poll, bad)
             counts.add(Outcome.QUARANTINED)
             if report is not None:
                 report.append(
@@ -52,7 +50,8 @@ def apply_parse_result(
             source.quarantine.filter(resolved_at=None).exclude(poll=poll).update(
                 resolved_at=poll.finished_at
             )
-        touched = _listing_ids(source, changed)
+        # The listings that are new or changed: lexically searchable from the commit on.
+        touched = {item.listing_id for item in applied if item.listing_id is not None}
         transaction.on_commit(lambda: _after_commit(source.kind, touched, fetched_at, counts))
     return poll
 
@@ -69,30 +68,28 @@ def reject_payload(source: Source, error: PayloadError, *, started_at: datetime)
             quarantined=1,
             error=error.reason,
         )
-        quarantine(source, poll, BadItem(None, None, error.reason, error.excerpt, error.permanent))
+        quarantine(
+            source, poll, [BadItem(None, None, error.reason, error.excerpt, error.permanent)]
+        )
     metrics.record_outcomes(source.kind, Counts(quarantined=1))
     return poll
 
 
-def quarantine(source: Source, poll: Poll | None, bad: BadItem) -> None:
-    QuarantinedItem.objects.create(
-        source=source,
-        poll=poll,
-        position=bad.position,
-        external_id=bad.external_id or "",
-        reason=bad.reason,
-        permanent=bad.permanent,
-        excerpt=bad.excerpt,
-        raw=bad.raw,
+def quarantine(source: Source, poll: Poll | None, bad: Sequence[BadItem]) -> None:
+    """One statement for all of a batch's bad items."""
+    QuarantinedItem.objects.bulk_create(
+        QuarantinedItem(
+            source=source,
+            poll=poll,
+            position=item.position,
+            external_id=item.external_id or "",
+            reason=item.reason,
+            permanent=item.permanent,
+            excerpt=item.excerpt,
+            raw=item.raw,
+        )
+        for item in bad
     )
-
-
-def _listing_ids(source: Source, external_ids: list[str]) -> set[int]:
-    """One query for the whole batch, not one per changed item."""
-    if not external_ids:
-        return set()
-    rows = source.records.filter(external_id__in=external_ids, listing__isnull=False)
-    return set(rows.values_list("listing_id", flat=True))
 
 
 def _finish(poll: Poll, counts: Counts) -> None:

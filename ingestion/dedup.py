@@ -1,113 +1,163 @@
-"""Finding the canonical listing a new source record describes.
+"""Finding the canonical listings a batch of new source records describes.
 
 The same concert arrives from a publisher feed and a venue calendar with different ids,
-spellings and venue names. A draft joins an existing listing when the start times agree
-within a tolerance, the titles match (normalised, trigram-similar or via an alias) and the
-venues do not contradict each other. A listing never absorbs a second record from the same
-source: the source itself says those are different items.
+spellings and venue names. A dated draft joins an existing listing when the start times
+agree within a tolerance, the titles match (normalised, trigram-similar or via an alias)
+and the venues do not contradict each other. An undated draft joins one only on the same
+normalised title (case, accents, punctuation and spacing folded by the SQL function behind
+`Listing.normalised_title`), venues again not contradicting.
+
+Invariants: a listing never absorbs a second record from the same source (the source
+itself says those are different items), not even two drafts of one batch; and the answer
+for a batch is the one applying its drafts one at a time would give. Each kind of draft
+costs one statement for the whole batch, not one per draft.
 """
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
 from ingestion.drafts import ListingDraft
-from ingestion.models import Listing, Source
+from ingestion.models import Source
 from ingestion.text import normalise
 
 # The first key of pg_advisory_xact_lock(int, int): our namespace for de-duplication locks.
 _DEDUP_LOCK_SPACE = 7401
+# Candidates read per draft, best title first.
+_CANDIDATES_PER_DRAFT = 50
 
-_CANDIDATES_BY_TIME = """
-    SELECT l.id, l.title, l.venue, l.aliases,
-           similarity(l.title, %(title)s) AS title_sim,
-           similarity(l.venue, %(venue)s) AS venue_sim
-    FROM ingestion_listing l
-    WHERE l.status = 'active' AND l.audience = %(audience)s
-      AND l.starts_at BETWEEN %(earliest)s AND %(latest)s
-      AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
-                      WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
-    ORDER BY title_sim DESC, l.id
-    LIMIT 50
+# Every draft's candidates in one statement: `{arrays}` are the batch's columns, named
+# `{columns}`, and `{match}` is what a listing must share with a draft to be a candidate.
+_CANDIDATES = """
+    SELECT d.n, c.id, c.title, c.venue, c.aliases, c.title_sim, c.venue_sim
+    FROM unnest({arrays}) AS d({columns})
+    CROSS JOIN LATERAL (
+        SELECT l.id, l.title, l.venue, l.aliases,
+               similarity(l.title, d.title) AS title_sim,
+               similarity(l.venue, d.venue) AS venue_sim
+        FROM ingestion_listing l
+        WHERE l.status = 'active' AND l.audience = %(audience)s AND {match}
+          AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
+                          WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
+        ORDER BY title_sim DESC, l.id
+        LIMIT {limit}
+    ) AS c
+    ORDER BY d.n, c.title_sim DESC, c.id
+"""
+_CANDIDATES_BY_TIME = _CANDIDATES.format(
+    arrays="%(n)s::int[], %(title)s::text[], %(venue)s::text[], %(earliest)s::timestamptz[],"
+    " %(latest)s::timestamptz[]",
+    columns="n, title, venue, earliest, latest",
+    match="l.starts_at BETWEEN d.earliest AND d.latest",
+    limit=_CANDIDATES_PER_DRAFT,
+)
+# The partial index listing_undated_title holds exactly the rows this may match.
+_CANDIDATES_UNDATED = _CANDIDATES.format(
+    arrays="%(n)s::int[], %(title)s::text[], %(venue)s::text[]",
+    columns="n, title, venue",
+    match="l.starts_at IS NULL AND l.normalised_title = listing_normalised_title(d.title)"
+    " AND l.normalised_title <> ''",
+    limit=_CANDIDATES_PER_DRAFT,
+)
+
+# Taken in ascending order, one statement for the batch, so two lockers cannot deadlock.
+_LOCK_SLOTS = """
+    SELECT count(pg_advisory_xact_lock(%(space)s, slot.key))
+    FROM (SELECT DISTINCT key FROM (
+              SELECT unnest(%(days)s::int[]) AS key
+              UNION ALL
+              SELECT hashtext(listing_normalised_title(title)) FROM unnest(%(titles)s::text[])
+                  AS titles(title)) AS keys
+          ORDER BY key) AS slot
 """
 
-_CANDIDATES_UNDATED = """
-    SELECT l.id, l.title, l.venue, l.aliases,
-           similarity(l.title, %(title)s) AS title_sim,
-           similarity(l.venue, %(venue)s) AS venue_sim
-    FROM ingestion_listing l
-    WHERE l.status = 'active' AND l.audience = %(audience)s
-      AND l.starts_at IS NULL AND l.title ILIKE %(title_pattern)s
-      AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
-                      WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
-    ORDER BY title_sim DESC, l.id
-    LIMIT 50
-"""
 
-
-def lock_time_slot(draft: ListingDraft) -> None:
+def lock_slots(drafts: Sequence[ListingDraft]) -> None:
     """Serialise de-duplication of drafts that could match each other, so two workers
-    ingesting the same event from two sources at once cannot both create a listing."""
-    if draft.starts_at is None:
-        keys = [hash_key(normalise(draft.title))]
-    else:
-        tolerance = timedelta(minutes=settings.DEDUP_START_TOLERANCE_MIN)
-        first = (draft.starts_at - tolerance).toordinal()
-        last = (draft.starts_at + tolerance).toordinal()
-        keys = list(range(first, last + 1))
+    ingesting the same event from two sources at once cannot both create a listing: a
+    dated draft locks the days its start tolerance touches, an undated one its
+    normalised title."""
+    if not drafts:
+        return
+    tolerance = timedelta(minutes=settings.DEDUP_START_TOLERANCE_MIN)
+    days: set[int] = set()
+    titles: list[str] = []
+    for draft in drafts:
+        if draft.starts_at is None:
+            titles.append(draft.title)
+        else:
+            first = (draft.starts_at - tolerance).toordinal()
+            days.update(range(first, (draft.starts_at + tolerance).toordinal() + 1))
     with connection.cursor() as cursor:
-        for key in sorted(keys):  # a fixed order, so two lockers cannot deadlock
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_DEDUP_LOCK_SPACE, key])
+        cursor.execute(
+            _LOCK_SLOTS, {"space": _DEDUP_LOCK_SPACE, "days": sorted(days), "titles": titles}
+        )
 
 
-def hash_key(text: str) -> int:
-    # A stable 31-bit key (Python's hash() is salted per process).
-    value = 0
-    for ch in text:
-        value = (value * 31 + ord(ch)) & 0x7FFFFFFF
-    return value
+def find_duplicates(drafts: Sequence[ListingDraft], source: Source) -> list[int | None]:
+    """For each draft, the id of a listing of another source that is the same event, of the
+    source's own audience only (a judged collection's document never merges into a public
+    listing), or None. Two drafts of the batch never get the same listing: the first takes
+    it, as it would applied alone, and the second looks further among its candidates."""
+    rows_by_draft: dict[int, list[tuple[Any, ...]]] = {n: [] for n in range(len(drafts))}
+    for row in _candidates(drafts, source):
+        rows_by_draft[row[0]].append(row)
+    taken: set[int] = set()
+    found: list[int | None] = []
+    for n, draft in enumerate(drafts):
+        match = next(
+            (
+                listing_id
+                for _, listing_id, title, venue, aliases, title_sim, venue_sim in rows_by_draft[n]
+                if listing_id not in taken
+                and (draft.starts_at is None or _titles_match(draft, title, aliases, title_sim))
+                and _venues_agree(draft.venue, venue, aliases, venue_sim)
+            ),
+            None,
+        )
+        if match is not None:
+            taken.add(match)
+        found.append(match)
+    return found
 
 
-def find_duplicate(draft: ListingDraft, source: Source) -> Listing | None:
-    """A listing of another source that is the same event, of the source's own audience
-    only: a judged collection's document never merges into a public listing."""
-    params: dict[str, str | int | datetime] = {
-        "title": draft.title,
-        "venue": draft.venue,
-        "source_id": source.pk,
-        "audience": source.audience,
-    }
-    if draft.starts_at is not None:
-        tolerance = timedelta(minutes=settings.DEDUP_START_TOLERANCE_MIN)
-        params |= {"earliest": draft.starts_at - tolerance, "latest": draft.starts_at + tolerance}
-        sql = _CANDIDATES_BY_TIME
-    else:
-        # Undated drafts merge only on the same title (see _titles_match), so an exact,
-        # case-insensitive match through the trigram index is enough, and far cheaper
-        # than a similarity search.
-        params["title_pattern"] = connection.ops.prep_for_like_query(draft.title)
-        sql = _CANDIDATES_UNDATED
+def _candidates(drafts: Sequence[ListingDraft], source: Source) -> list[tuple[Any, ...]]:
+    """(draft's position, listing id, title, venue, aliases, title similarity, venue
+    similarity) rows: one statement for the dated drafts, one for the undated."""
+    tolerance = timedelta(minutes=settings.DEDUP_START_TOLERANCE_MIN)
+    dated = [(n, d) for n, d in enumerate(drafts) if d.starts_at is not None]
+    undated = [(n, d) for n, d in enumerate(drafts) if d.starts_at is None]
+    common = {"source_id": source.pk, "audience": source.audience}
+    rows: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    for listing_id, title, venue, aliases, title_sim, venue_sim in rows:
-        if _titles_match(draft, title, aliases, title_sim, dated=draft.starts_at is not None) and (
-            _venues_agree(draft.venue, venue, aliases, venue_sim)
-        ):
-            return Listing.objects.get(pk=listing_id)
-    return None
+        for sql, group in ((_CANDIDATES_BY_TIME, dated), (_CANDIDATES_UNDATED, undated)):
+            if not group:
+                continue
+            params: dict[str, Any] = common | {
+                "n": [n for n, _ in group],
+                "title": [d.title for _, d in group],
+                "venue": [d.venue for _, d in group],
+            }
+            if group is dated:
+                starts: list[datetime] = [d.starts_at for _, d in group if d.starts_at]
+                params["earliest"] = [s - tolerance for s in starts]
+                params["latest"] = [s + tolerance for s in starts]
+            cursor.execute(sql, params)
+            rows.extend(cursor.fetchall())
+    return rows
 
 
-def _titles_match(
-    draft: ListingDraft, title: str, aliases: list[str], similarity: float, *, dated: bool
-) -> bool:
+def _titles_match(draft: ListingDraft, title: str, aliases: list[str], similarity: float) -> bool:
+    """A dated draft's title rule; without a start time, a spelling variant alone is too
+    weak a signal to merge on, so undated drafts match on the normalised title only."""
     wanted = normalise(draft.title)
     names = {normalise(title), *(normalise(alias) for alias in aliases)}
     if wanted in names or names & {normalise(alias) for alias in draft.aliases}:
         return True
-    # Without a start time, a spelling variant alone is too weak a signal to merge on.
-    return dated and similarity >= settings.DEDUP_TITLE_SIMILARITY
+    return similarity >= settings.DEDUP_TITLE_SIMILARITY
 
 
 def _venues_agree(draft_venue: str, venue: str, aliases: list[str], similarity: float) -> bool:

@@ -5,19 +5,29 @@ data itself: an active listing without an embedding of its current
 content version in a live generation of its audience needs one. Batches are claimed with
 `FOR UPDATE SKIP LOCKED`, so concurrent embedding workers never do the same work twice, and
 the upsert only ever moves a vector forward in content version.
+
+Invariant: a claim's rows stay locked from the claim until its vectors are committed, in
+one transaction, so a listing cannot change under its vector, and a worker killed at any
+point leaves its claims to the next sweep with nothing half-written. `embed_pending` keeps
+two claims in flight, each in its own transaction on its own connection, so the model
+embeds one while the other is written and the next is claimed.
 """
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 from pgvector import Vector
 
 from ingestion import metrics
-from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
 from ingestion.text import embedding_text
 
 _CLAIM = """
@@ -35,6 +45,14 @@ _CLAIM = """
     ORDER BY g.state = 'active' DESC, l.fetched_at DESC NULLS LAST, l.id
     LIMIT %s
     FOR UPDATE OF l SKIP LOCKED
+"""
+
+_STILL_PENDING = """
+    SELECT c.listing_id, c.generation_id
+    FROM unnest(%s::bigint[], %s::bigint[], %s::int[]) AS c(listing_id, generation_id, version)
+    WHERE NOT EXISTS (SELECT 1 FROM ingestion_listing_embedding e
+                      WHERE e.listing_id = c.listing_id AND e.generation_id = c.generation_id
+                        AND e.content_version >= c.version)
 """
 
 _UPSERT = """
@@ -66,20 +84,150 @@ def embed_pending_batch(batch_size: int | None = None) -> int:
     into its batches of 32, which pads far less than taking 32 in arrival order (111
     against 184 listings/s in bench/embed.py)."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _CLAIM, [MODEL_NAME, DIMENSIONS, batch_size or settings.EMBED_BATCH_SIZE]
-            )
+        claims = _claim_batch(batch_size or settings.EMBED_BATCH_SIZE)
+        if claims:
+            _store(claims, get_embedder().embed_documents([claim.text for claim in claims]))
+    _record(claims)
+    return len(claims)
+
+
+def embed_pending(
+    until: float,
+    *,
+    batch_size: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    embedder: Embedder | None = None,
+) -> int:
+    """Embed claims back to back until none is left or `clock()` passes `until`; returns
+    how many pairs. The model never waits on the database: while it embeds one claim, the
+    previous claim's vectors are written and committed and the next claim is made, on the
+    other of two connections (SKIP LOCKED passes over the rows the claim being embedded
+    holds). At most two claims are in flight; one that was claimed but not embedded when
+    the loop stops, or when the model fails, is rolled back and left to the next sweep."""
+    size = batch_size or settings.EMBED_BATCH_SIZE
+    model = embedder or get_embedder()
+    done = 0
+    with _lanes() as lanes:
+        flights = [lanes[0].submit(size)]  # every claim submitted, the k-th on lane k % 2
+        previous: _InFlight | None = None  # given its vectors, perhaps not yet committed
+        try:
+            while claims := flights[-1].claimed.result():
+                current = flights[-1]
+                if clock() < until:
+                    flights.append(lanes[len(flights) % 2].submit(size))
+                current.embedded.set_result(model.embed_documents([claim.text for claim in claims]))
+                if previous is not None:
+                    done += _finish(previous)
+                previous = current
+                if flights[-1] is current:  # time is up: nothing claimed ahead
+                    break
+            if previous is not None:
+                done += _finish(previous)
+        finally:
+            for flight in flights:
+                flight.abandon()
+    return done
+
+
+def _finish(flight: "_InFlight") -> int:
+    """Wait until the claim's vectors are committed (raising what storing raised)."""
+    flight.stored.result()
+    claims = flight.claimed.result()
+    _record(claims)
+    return len(claims)
+
+
+@dataclass
+class _InFlight:
+    """One claim's way through a lane: claimed, then given its vectors, then stored."""
+
+    claimed: Future[list["_Claim"]] = field(default_factory=Future)
+    embedded: Future[np.ndarray | None] = field(default_factory=Future)
+    stored: Future[None] = field(default_factory=Future)
+
+    def abandon(self) -> None:
+        """Roll the claim back unstored (a no-op once its vectors were handed over)."""
+        if not self.embedded.done():
+            self.embedded.set_result(None)
+
+
+class _Lane:
+    """A thread with its own database connection, running one claim's transaction at a
+    time: claim, wait for the vectors, store, commit."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-lane")
+
+    def submit(self, size: int) -> _InFlight:
+        flight = _InFlight()
+        self._thread.submit(self._run, size, flight)
+        return flight
+
+    @staticmethod
+    def _run(size: int, flight: _InFlight) -> None:
+        try:
+            with transaction.atomic():
+                claims = _claim_batch(size)
+                flight.claimed.set_result(claims)
+                vectors = flight.embedded.result() if claims else None
+                if vectors is None:
+                    transaction.set_rollback(True)
+                else:
+                    _store(claims, vectors)
+            flight.stored.set_result(None)
+        except BaseException as exc:
+            for future in (flight.claimed, flight.stored):
+                if not future.done():
+                    future.set_exception(exc)
+
+    def close(self) -> None:
+        self._thread.submit(connections.close_all).result()
+        self._thread.shutdown()
+
+
+@contextmanager
+def _lanes() -> Iterator[tuple[_Lane, _Lane]]:
+    """Two lanes, their connections closed at the end."""
+    lanes = (_Lane(), _Lane())
+    try:
+        yield lanes
+    finally:
+        for lane in lanes:
+            lane.close()
+
+
+def _claim_batch(size: int) -> list["_Claim"]:
+    """Must run inside the transaction that stores the claim's vectors. The claim's
+    snapshot predates its locks: a row another transaction held, and committed a vector
+    for, just as the claim reached it, looks pending to it (the other lane of this sweep,
+    or another worker). So the claimed rows are read again with the locks held (a new
+    snapshot: READ COMMITTED) and those done already dropped; should that leave none, the
+    claim is made again, and its new snapshot passes over them."""
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(_CLAIM, [MODEL_NAME, DIMENSIONS, size])
             claims = [_claim(row) for row in cursor.fetchall()]
-        if not claims:
-            return 0
-        vectors = get_embedder().embed_documents([claim.text for claim in claims])
-        _store(claims, vectors)
+            if not claims:
+                return claims
+            cursor.execute(
+                _STILL_PENDING,
+                [
+                    [c.listing_id for c in claims],
+                    [c.generation_id for c in claims],
+                    [c.content_version for c in claims],
+                ],
+            )
+            pending = set(cursor.fetchall())
+            kept = [c for c in claims if (c.listing_id, c.generation_id) in pending]
+            if kept:
+                return kept
+
+
+def _record(claims: list["_Claim"]) -> None:
     for claim in claims:
         metrics.EMBEDDED.labels(generation_state=claim.generation_state).inc()
         if claim.generation_state == "active" and claim.age_s is not None and claim.kind:
             metrics.VECTOR_LAG.labels(kind=claim.kind).observe(claim.age_s)
-    return len(claims)
 
 
 def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types

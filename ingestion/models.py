@@ -151,6 +151,16 @@ class Listing(models.Model):
     source_kinds = ArrayField(
         models.CharField(max_length=16), default=list, blank=True, editable=False
     )
+    # Undated de-duplication's key (migrations/0008): the title lower-cased, unaccented,
+    # punctuation stripped and spaces collapsed. A draft's title goes through the same SQL
+    # function, so both sides fold alike.
+    normalised_title = models.GeneratedField(
+        expression=models.Func(
+            "title", function="listing_normalised_title", output_field=models.TextField()
+        ),
+        output_field=models.TextField(),
+        db_persist=True,
+    )
     # Title alone: retrieval ranks title matches first when a term matches too many rows.
     title_vector = models.GeneratedField(
         expression=SearchVector("title", config=SEARCH_CONFIG),
@@ -166,6 +176,12 @@ class Listing(models.Model):
             models.Index(fields=["starts_at"], name="listing_starts_at"),
             GinIndex(fields=["venue_terms"], name="listing_venue_terms_gin"),
             GinIndex(fields=["source_kinds"], name="listing_source_kinds_gin"),
+            # What undated de-duplication looks up, and only the rows it may match.
+            models.Index(
+                fields=["audience", "normalised_title"],
+                condition=Q(starts_at__isnull=True, status="active"),
+                name="listing_undated_title",
+            ),
         ]
 
     def __str__(self) -> str:

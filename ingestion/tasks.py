@@ -32,13 +32,9 @@ def embed_pending() -> int:
     """Embed batches until none are left or this task's time slice is used up."""
     get_redis().delete(_EMBED_SCHEDULED_KEY)
     deadline = time.monotonic() + settings.EMBED_TASK_SLICE_S
-    done = 0
-    while time.monotonic() < deadline:
-        embedded = indexing.embed_pending_batch()
-        done += embedded
-        if embedded == 0:
-            return done
-    schedule_embedding()  # more work remains: yield the worker, continue in a new task
+    done = indexing.embed_pending(until=deadline)
+    if time.monotonic() >= deadline:
+        schedule_embedding()  # more work may remain: yield the worker, continue in a new task
     return done
 
 

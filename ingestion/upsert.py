@@ -1,20 +1,27 @@
-"""Turning drafts into source records and canonical listings, idempotently.
+"""Turning drafts into source records and canonical listings, idempotently, a batch at a
+time.
 
-Invariant: applying the same draft twice changes nothing the second time (its content
-hash matches), so a redelivered or duplicated task produces the same rows.
+Invariants: applying the same draft twice changes nothing the second time (its content
+hash matches), so a redelivered or duplicated task produces the same rows; and a batch
+lands exactly as its drafts would applied one at a time in order, in a fixed number of
+statements however many drafts it holds (records read and locked, time slots locked,
+duplicates looked up, listings locked, then each kind of write once).
 """
 
 import hashlib
 import json
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
+
+from django.db import connection
+from django.utils import timezone
 
 from ingestion import dedup
 from ingestion.drafts import ListingDraft
 from ingestion.models import Listing, Source, SourceRecord
 from ingestion.text import EMBEDDED_FIELDS, draft_fields
-from ingestion.versions import save_listing
 
 
 class Outcome(StrEnum):
@@ -41,58 +48,161 @@ class Counts:
         return sum(getattr(self, f.name) for f in fields(self))
 
 
+@dataclass(frozen=True)
+class Applied:
+    outcome: Outcome
+    listing_id: int | None  # the listing a new or updated draft made or changed
+
+
 def content_hash(draft: ListingDraft) -> str:
     canonical = json.dumps(draft_fields(draft), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def apply_draft(source: Source, draft: ListingDraft, fetched_at: datetime) -> Outcome:
-    """Must run inside a transaction (the caller's batch)."""
-    digest = content_hash(draft)
-    record = (
-        SourceRecord.objects.select_for_update()
-        .filter(source=source, external_id=draft.external_id)
-        .first()
+    """One draft; must run inside a transaction."""
+    return apply_drafts(source, [draft], fetched_at)[0].outcome
+
+
+def apply_drafts(
+    source: Source, drafts: Sequence[ListingDraft], fetched_at: datetime
+) -> list[Applied]:
+    """Must run inside a transaction (the caller's batch); one result per draft, in order.
+    A batch naming one external id twice is applied in rounds, a later occurrence in a
+    later round, so it sees what the earlier one did."""
+    applied: dict[int, Applied] = {}
+    for positions in _rounds(drafts):
+        batch = [drafts[n] for n in positions]
+        applied |= zip(positions, _apply_round(source, batch, fetched_at), strict=True)
+    return [applied[n] for n in range(len(drafts))]
+
+
+def _rounds(drafts: Sequence[ListingDraft]) -> list[list[int]]:
+    rounds: list[list[int]] = []
+    seen: dict[str, int] = {}
+    for n, draft in enumerate(drafts):
+        occurrence = seen.get(draft.external_id, 0)
+        seen[draft.external_id] = occurrence + 1
+        if occurrence == len(rounds):
+            rounds.append([])
+        rounds[occurrence].append(n)
+    return rounds
+
+
+@dataclass
+class _Writes:
+    """What a round changes, written once per kind at the end."""
+
+    new_listings: list[Listing] = field(default_factory=list)
+    changed_listings: dict[int, Listing] = field(default_factory=dict)
+    bumped: set[int] = field(default_factory=set)  # listings whose embedded text changed
+    new_records: list[SourceRecord] = field(default_factory=list)
+    changed_records: list[SourceRecord] = field(default_factory=list)
+    maybe_withdrawn: set[int] = field(default_factory=set)
+
+    def record(self, record: SourceRecord, draft: ListingDraft, digest: str) -> None:
+        record.content_hash = digest
+        record.data = draft_fields(draft)
+        record.withdrawn = draft.withdrawn
+        (self.changed_records if record.pk else self.new_records).append(record)
+
+    def listing(self, listing: Listing, text_changed: bool) -> None:
+        if listing.pk is None:
+            self.new_listings.append(listing)
+            return
+        self.changed_listings[listing.pk] = listing
+        if text_changed:
+            self.bumped.add(listing.pk)
+
+
+def _apply_round(
+    source: Source, drafts: Sequence[ListingDraft], fetched_at: datetime
+) -> list[Applied]:
+    """`drafts` name distinct external ids."""
+    digests = [content_hash(draft) for draft in drafts]
+    records = {
+        record.external_id: record
+        for record in SourceRecord.objects.select_for_update()
+        .filter(source=source, external_id__in=[draft.external_id for draft in drafts])
+        .order_by("pk")
+    }
+    kinds = [
+        _kind(records.get(draft.external_id), draft, digest)
+        for draft, digest in zip(drafts, digests, strict=True)
+    ]
+    unlisted = [n for n, kind in enumerate(kinds) if kind is _Kind.UNLISTED]
+    dedup.lock_slots([drafts[n] for n in unlisted])
+    found = dedup.find_duplicates([drafts[n] for n in unlisted], source)
+    duplicates = dict(zip(unlisted, found, strict=True))
+    # Not an unchanged draft's listing: a re-poll must not wait on the embedding sweep,
+    # which holds the listings it is embedding.
+    changing = [
+        records[draft.external_id].listing_id
+        for draft, kind in zip(drafts, kinds, strict=True)
+        if kind in (_Kind.LISTED, _Kind.WITHDRAWN) and draft.external_id in records
+    ]
+    listings = _lock_listings(
+        {listing_id for listing_id in [*changing, *found] if listing_id is not None}
     )
+
+    writes = _Writes()
+    results: list[tuple[Outcome, Listing | None]] = []
+    for n, (draft, kind) in enumerate(zip(drafts, kinds, strict=True)):
+        if kind is _Kind.UNCHANGED:
+            results.append((Outcome.UNCHANGED, None))
+            continue
+        record = records.get(draft.external_id) or SourceRecord(
+            source=source, external_id=draft.external_id
+        )
+        writes.record(record, draft, digests[n])
+        if kind is _Kind.WITHDRAWN:
+            # A record cancelled before we ever listed it is remembered all the same, so a
+            # later poll is "unchanged".
+            if record.listing_id is not None:
+                writes.maybe_withdrawn.add(record.listing_id)
+            results.append((Outcome.WITHDRAWN, None))
+            continue
+        if record.listing_id is not None:  # _Kind.LISTED
+            listing, outcome = listings[record.listing_id], Outcome.UPDATED
+        elif (duplicate := duplicates[n]) is not None:
+            listing, outcome = listings[duplicate], Outcome.UPDATED
+        else:
+            listing, outcome = Listing(title=draft.title, audience=source.audience), Outcome.NEW
+        record.listing = listing
+        writes.listing(listing, _copy_draft(listing, draft, fetched_at, source.kind))
+        results.append((outcome, listing))
+    _write(writes)
+    return [Applied(outcome, listing.pk if listing else None) for outcome, listing in results]
+
+
+class _Kind(Enum):
+    UNCHANGED = "its content hash matches its record's"
+    WITHDRAWN = "withdrawn by its source"
+    LISTED = "its record already has a listing"
+    UNLISTED = "a listing to find or make"
+
+
+def _kind(record: SourceRecord | None, draft: ListingDraft, digest: str) -> _Kind:
     if record is not None and record.content_hash == digest:
-        return Outcome.UNCHANGED
+        return _Kind.UNCHANGED
     if draft.withdrawn:
-        return _withdraw(source, record, draft, digest)
+        return _Kind.WITHDRAWN
     if record is not None and record.listing_id is not None:
-        listing = Listing.objects.select_for_update().get(pk=record.listing_id)
-        _copy_draft(listing, draft, fetched_at, source.kind)
-        _save_record(record, draft, digest, listing)
-        return Outcome.UPDATED
-    dedup.lock_time_slot(draft)
-    duplicate = dedup.find_duplicate(draft, source)
-    outcome = Outcome.UPDATED if duplicate is not None else Outcome.NEW
-    listing = duplicate or Listing(title=draft.title, audience=source.audience)
-    _copy_draft(listing, draft, fetched_at, source.kind)
-    if record is None:
-        record = SourceRecord(source=source, external_id=draft.external_id)
-    _save_record(record, draft, digest, listing)
-    return outcome
+        return _Kind.LISTED
+    return _Kind.UNLISTED
 
 
-def _withdraw(
-    source: Source, record: SourceRecord | None, draft: ListingDraft, digest: str
-) -> Outcome:
-    if record is None:
-        # Cancelled before we ever listed it: remember it, so a later poll is "unchanged".
-        record = SourceRecord(source=source, external_id=draft.external_id)
-    listing = record.listing
-    _save_record(record, draft, digest, listing)
-    if listing is not None:
-        still_listed = listing.records.filter(withdrawn=False).exists()
-        if not still_listed and listing.status != Listing.Status.WITHDRAWN:
-            listing.status = Listing.Status.WITHDRAWN
-            listing.save(update_fields=["status", "updated_at"])
-    return Outcome.WITHDRAWN
+def _lock_listings(ids: set[int]) -> dict[int, Listing]:
+    """Locked in id order, in one statement, so two batches cannot deadlock on them."""
+    if not ids:
+        return {}
+    locked = Listing.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+    return {listing.pk: listing for listing in locked}
 
 
-def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kind: str) -> None:
+def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kind: str) -> bool:
     """Newest information wins, but a source that lacks a field (a feed without a venue)
-    never blanks what another source provided."""
+    never blanks what another source provided. True when the embedded text changed."""
     values = {
         "title": draft.title,
         "description": draft.description,
@@ -104,7 +214,7 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
         "all_day": draft.all_day,
         "url": draft.url,
     }
-    text_changed = listing.pk is None
+    text_changed = False
     for name, value in values.items():
         if value in ("", None, []) and getattr(listing, name):
             continue
@@ -114,14 +224,80 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
     listing.status = Listing.Status.ACTIVE
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind
-    save_listing(listing, text_changed=text_changed)
+    return text_changed
 
 
-def _save_record(
-    record: SourceRecord, draft: ListingDraft, digest: str, listing: Listing | None
-) -> None:
-    record.content_hash = digest
-    record.data = draft_fields(draft)
-    record.withdrawn = draft.withdrawn
-    record.listing = listing
-    record.save()
+# Each statement takes its rows as one jsonb array (jsonb_to_recordset): one round trip
+# for a batch, whatever its size, where Django's bulk_update would build a CASE per column
+# with a branch per row. `_row` sends the columns each names in its record definition.
+# Invariant (ingestion/versions.py): the version is bumped in the UPDATE that saves the new
+# text, so from the commit on every vector of the listing is older than the listing.
+_UPDATE_LISTINGS = """
+    UPDATE ingestion_listing t
+    SET title = d.title, description = d.description, venue = d.venue, aliases = d.aliases,
+        starts_at = d.starts_at, ends_at = d.ends_at, timezone = d.timezone,
+        all_day = d.all_day, url = d.url, status = d.status, fetched_at = d.fetched_at,
+        fetched_kind = d.fetched_kind, updated_at = %(now)s,
+        content_version = t.content_version + d.bump::int
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
+        id bigint, title text, description text, venue text, aliases text[],
+        starts_at timestamptz, ends_at timestamptz, timezone text, all_day boolean, url text,
+        status text, fetched_at timestamptz, fetched_kind text, bump boolean)
+    WHERE t.id = d.id
+"""
+_LISTING_COLUMNS = (
+    "title",
+    "description",
+    "venue",
+    "aliases",
+    "starts_at",
+    "ends_at",
+    "timezone",
+    "all_day",
+    "url",
+    "status",
+    "fetched_at",
+    "fetched_kind",
+)
+_UPDATE_RECORDS = """
+    UPDATE ingestion_sourcerecord t
+    SET content_hash = d.content_hash, data = d.data, withdrawn = d.withdrawn,
+        listing_id = d.listing_id, updated_at = %(now)s
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
+        id bigint, content_hash text, data jsonb, withdrawn boolean, listing_id bigint)
+    WHERE t.id = d.id
+"""
+_RECORD_COLUMNS = ("content_hash", "data", "withdrawn", "listing_id")
+# Withdrawn once no source lists it any more.
+_WITHDRAW_UNLISTED = """
+    UPDATE ingestion_listing l SET status = 'withdrawn', updated_at = %(now)s
+    WHERE l.id = ANY(%(ids)s) AND l.status <> 'withdrawn'
+      AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
+                      WHERE r.listing_id = l.id AND NOT r.withdrawn)
+"""
+
+
+def _write(writes: _Writes) -> None:
+    now = timezone.now()
+    Listing.objects.bulk_create(writes.new_listings)
+    with connection.cursor() as cursor:
+        if writes.changed_listings:
+            rows = [
+                _row(listing, _LISTING_COLUMNS) | {"bump": pk in writes.bumped}
+                for pk, listing in writes.changed_listings.items()
+            ]
+            cursor.execute(_UPDATE_LISTINGS, {"rows": json.dumps(rows), "now": now})
+        SourceRecord.objects.bulk_create(writes.new_records)
+        if writes.changed_records:
+            rows = [_row(record, _RECORD_COLUMNS) for record in writes.changed_records]
+            cursor.execute(_UPDATE_RECORDS, {"rows": json.dumps(rows), "now": now})
+        if writes.maybe_withdrawn:
+            cursor.execute(_WITHDRAW_UNLISTED, {"ids": sorted(writes.maybe_withdrawn), "now": now})
+
+
+def _row(instance: Listing | SourceRecord, columns: tuple[str, ...]) -> dict[str, object]:
+    row: dict[str, object] = {"id": instance.pk}
+    for name in columns:
+        value = getattr(instance, name)
+        row[name] = value.isoformat() if isinstance(value, datetime) else value
+    return row
