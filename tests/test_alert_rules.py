@@ -1,46 +1,26 @@
 """deploy/prometheus: the alert rules are valid, their promtool unit tests pass, and each
-alert is labelled, linked to its runbook section and shown both firing and not firing.
+alert is labelled, linked to its runbook section and shown both firing and not firing;
+the dashboard's queries are valid PromQL too.
 
 promtool comes with Debian's `prometheus` package (`.ci/run` installs it); without it the
 promtool tests skip and say so, and the checks of the files themselves still run."""
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-PROMETHEUS = ROOT / "deploy" / "prometheus"
-RULES = PROMETHEUS / "rules.yml"
+from tests.deploy_files import PROMETHEUS, ROOT, RULES, dashboard_expressions, promtool, rules
+
 RULE_TESTS = (PROMETHEUS / "rules_test.yml", PROMETHEUS / "rules_budget_test.yml")
 RUNBOOK = ROOT / "docs" / "runbook.md"
 RUNBOOK_LINK = "docs/runbook.md#"
 SEVERITIES = {"page", "ticket"}
-# The 7 h and 3 d series take promtool tens of seconds on a busy machine.
-PROMTOOL_TIMEOUT_S = 600
-
-
-def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed: apt-get install prometheus")
-    return subprocess.run(
-        [promtool, *args],
-        capture_output=True,
-        text=True,
-        timeout=PROMTOOL_TIMEOUT_S,
-        check=False,
-        cwd=PROMETHEUS,
-    )
 
 
 def _alerts() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(RULES.read_text())["groups"]
-    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+    return [rule for rule in rules() if "alert" in rule]
 
 
 def _alert_cases() -> list[dict[str, Any]]:
@@ -59,20 +39,33 @@ def _heading_anchors(markdown: str) -> set[str]:
 
 
 def test_the_rules_are_valid() -> None:
-    checked = _promtool("check", "rules", RULES.name)
+    checked = promtool("check", "rules", RULES.name)
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_the_rules_pass_their_unit_tests() -> None:
-    tested = _promtool("test", "rules", *(path.name for path in RULE_TESTS))
+    tested = promtool("test", "rules", *(path.name for path in RULE_TESTS))
 
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 def test_the_prometheus_configuration_is_valid() -> None:
     # Syntax only: the bearer token file it names exists in the container, not here.
-    checked = _promtool("check", "config", "--syntax-only", "prometheus.yml")
+    checked = promtool("check", "config", "--syntax-only", "prometheus.yml")
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
+    """Each query as a recording rule, which promtool parses; Grafana's interval variable
+    stands for a duration."""
+    queries = [expr.replace("$__rate_interval", "1m") for expr in dashboard_expressions()]
+    recorded = [{"record": f"dashboard:query:{n}", "expr": expr} for n, expr in enumerate(queries)]
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recorded}]}))
+
+    checked = promtool("check", "rules", str(path))
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
