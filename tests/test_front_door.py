@@ -9,7 +9,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
@@ -21,6 +20,7 @@ from retrieval.door import SHEDDING_HOLD_S, Door
 from retrieval.query import parse_query
 from retrieval.types import Reason
 from searchsite.handler import SearchASGIHandler
+from tests.asgi_calls import asgi_get
 from tests.conftest import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,44 +100,7 @@ def test_the_door_sheds_past_its_bound_and_counts_as_shedding_for_a_while() -> N
 # Through the ASGI app: a request held in flight by an event, the next one turned away.
 
 
-async def _call(
-    app: SearchASGIHandler, path: str, query: str, *, release: asyncio.Event | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    """One GET through the app; with `release`, the request sits in flight, past the
-    door, until the event is set (its body is read only then)."""
-    sent: list[dict[str, Any]] = []
-    delivered = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if delivered:  # after the body: the client is still there
-            await asyncio.Event().wait()
-        if release is not None:
-            await release.wait()
-        delivered = True
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query.encode(),
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    await app(scope, receive, send)
-    start = sent[0]
-    headers = {k.decode(): v.decode() for k, v in start["headers"]}
-    return start["status"], headers, b"".join(m.get("body", b"") for m in sent[1:])
+JAZZ = ("/api/search", "q=jazz")
 
 
 @pytest.fixture
@@ -151,7 +114,7 @@ async def test_past_the_bound_a_search_is_answered_503_at_once_and_the_held_one_
     settings.SEARCH_MAX_IN_FLIGHT = 1
     service.forget_wiring()
     release = asyncio.Event()
-    held = asyncio.create_task(_call(app, "/api/search", "q=jazz", release=release))
+    held = asyncio.create_task(asgi_get(app, "/api/search", "q=jazz", release=release))
 
     async def held_in_flight() -> bool:
         return service.front_door().in_flight == 1
@@ -159,14 +122,14 @@ async def test_past_the_bound_a_search_is_answered_503_at_once_and_the_held_one_
     await eventually(held_in_flight, 5.0, "the held request past the door")
 
     started = time.perf_counter()
-    status, headers, body = await _call(app, "/api/search", "q=jazz")
+    status, headers, body = await asgi_get(app, "/api/search", "q=jazz")
     took_ms = (time.perf_counter() - started) * 1000
     assert status == 503
     assert headers["retry-after"] == "1"
     assert json.loads(body)["reasons"] == [Reason.OVERLOADED]
     assert took_ms < 50, f"turning a request away took {took_ms:.1f} ms"
 
-    page_status, page_headers, page = await _call(app, "/", "q=jazz")
+    page_status, page_headers, page = await asgi_get(app, "/", "q=jazz")
     assert page_status == 503
     assert page_headers["retry-after"] == "1"
     assert b"Search is busy" in page
@@ -182,9 +145,9 @@ async def test_past_the_bound_a_search_is_answered_503_at_once_and_the_held_one_
 async def test_the_door_keeps_out_only_searches(app: SearchASGIHandler, settings: Settings) -> None:
     settings.SEARCH_MAX_IN_FLIGHT = 0
     service.forget_wiring()
-    status, _, _ = await _call(app, "/api/schema", "")
+    status, _, _ = await asgi_get(app, "/api/schema", "")
     assert status == 200
-    status, _, _ = await _call(app, "/api/search", "q=jazz")
+    status, _, _ = await asgi_get(app, "/api/search", "q=jazz")
     assert status == 503
 
 
@@ -207,26 +170,17 @@ async def test_a_request_that_queued_past_its_deadline_is_answered_without_a_sea
 
     monkeypatch.setattr(lexical, "search", watched)
     stamp = f"t={time.time() - 1.0:.3f}".encode()
-    status, headers, body = await _stamped_call(app, stamp)
+    status, headers, body = await asgi_get(app, *JAZZ, headers=((arrival.HEADER, stamp),))
     assert status == 503
     assert headers["retry-after"] == "1"
     assert json.loads(body)["reasons"] == [Reason.QUEUED_PAST_DEADLINE]
     assert asked == []
 
     fresh = f"t={time.time():.3f}".encode()
-    status, _, body = await _stamped_call(app, fresh)
+    status, _, body = await asgi_get(app, *JAZZ, headers=((arrival.HEADER, fresh),))
     assert status == 200
     assert json.loads(body)["results"]
     assert asked == ["lexical"]
-
-
-async def _stamped_call(app: SearchASGIHandler, stamp: bytes) -> tuple[int, dict[str, str], bytes]:
-    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]  # scope: a dict to django-stubs, a MutableMapping to httpx
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        response = await client.get(
-            "/api/search", params={"q": "jazz"}, headers={"X-Request-Start": stamp.decode()}
-        )
-    return response.status_code, dict(response.headers), response.content
 
 
 async def test_warming_is_not_scheduled_while_the_door_sheds(settings: Settings) -> None:

@@ -11,6 +11,7 @@ leaves either to another."""
 import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -24,9 +25,12 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from ingestion.models import IndexGeneration
-from retrieval import service, views
+from retrieval import arrival, service, views
 from retrieval.hybrid import Dependencies
 from retrieval.types import Mode, Reason
+from searchsite.handler import SearchASGIHandler
+from tests.asgi_calls import asgi_get
+from tests.conftest import eventually
 from tests.scraping import Scrape, scrape
 from tests.search_fixtures import (
     LEXICAL_TABLE,
@@ -262,6 +266,53 @@ async def test_the_page_s_503_says_when_to_retry_as_the_api_s_does(
     assert response.status_code == 503
     assert int(response["Retry-After"]) >= 1
     assert "try again" in response.content.decode()
+
+
+# The two reasons given before any search starts: through the ASGI application itself, as
+# uvicorn calls it, since Django's test clients go around the front door.
+
+
+async def test_overloaded_more_searches_in_flight_than_the_door_admits(
+    async_client: AsyncClient, warmed_up: None, settings: Settings
+) -> None:
+    settings.SEARCH_MAX_IN_FLIGHT = 1
+    service.forget_wiring()
+    app, release = SearchASGIHandler(), asyncio.Event()
+    before = await scrape(async_client)
+    held = asyncio.create_task(asgi_get(app, "/api/search", "q=jazz", release=release))
+
+    async def in_flight() -> bool:
+        return service.front_door().in_flight == 1
+
+    await eventually(in_flight, 5.0, "a search held past the door")
+    status, headers, body = await asgi_get(app, "/api/search", "q=organ")
+    release.set()
+    assert (await held)[0] == 200
+    after = await scrape(async_client)
+
+    assert (status, json.loads(body)["reasons"]) == (503, [Reason.OVERLOADED])
+    assert int(headers["retry-after"]) >= 1
+    assert after.total_since(before, "retrieval_shed_at_door_total", surface="api") == 1
+    # Turned away before the search began: it was never started, so no search counts it.
+    assert after.total_since(before, "retrieval_started_total") == 1  # the held one
+
+
+async def test_queued_past_deadline_a_trusted_proxy_stamped_it_a_second_ago(
+    async_client: AsyncClient, warmed_up: None, settings: Settings
+) -> None:
+    settings.SEARCH_TRUST_X_REQUEST_START = True
+    stamp = f"t={time.time() - 1 - DEADLINE_MS / 1000:.3f}".encode()
+    before = await scrape(async_client)
+    status, headers, body = await asgi_get(
+        SearchASGIHandler(), "/api/search", "q=jazz", headers=((arrival.HEADER, stamp),)
+    )
+    after = await scrape(async_client)
+
+    assert (status, json.loads(body)["reasons"]) == (503, [Reason.QUEUED_PAST_DEADLINE])
+    assert int(headers["retry-after"]) >= 1
+    _assert_reasons_counted(before, after, [Reason.QUEUED_PAST_DEADLINE])
+    assert after.total_since(before, "retrieval_unavailable_total") == 1
+    assert after.total_since(before, "retrieval_stage_seconds_count") == 0  # no stage ran
 
 
 def test_every_reason_has_its_test_here() -> None:
