@@ -1,5 +1,6 @@
-"""Editors' admin: sources, listings, quarantine, polls and index generations."""
+"""Editors' admin: sources, listings, source records, quarantine, polls and index
+generations. Who may do what is the groups' business (migrations/0009: editors, ops)."""
 
-from ingestion.admin import generations, listings, quarantine, sources
+from ingestion.admin import generations, listings, quarantine, records, sources
 
-__all__ = ["generations", "listings", "quarantine", "sources"]
+__all__ = ["generations", "listings", "quarantine", "records", "sources"]
