@@ -159,6 +159,7 @@ def test_withdrawing_asks_why_first_and_keeps_the_reason(editor: Client) -> None
     assert asked.status_code == 200
     assert "admin/ingestion/listing_status.html" in [t.name for t in asked.templates]
     assert "Organ recital" in asked.content.decode()
+    assert "This field is required" not in asked.content.decode()  # asked, not scolded
     no_reason = _act(editor, "withdraw", [listing], confirmed="yes", reason="")
     assert no_reason.status_code == 200  # asked again
     listing.refresh_from_db()
@@ -230,6 +231,31 @@ def test_splitting_shows_what_will_happen_and_does_just_that(editor: Client) -> 
         "Organ evening",
         ["ics-4"],
     )
+
+
+def test_a_listing_a_record_leaves_is_rebuilt_from_its_latest_remaining_record(
+    editor: Client,
+) -> None:
+    feed, calendar, desk = (
+        source("Courier"),
+        source("Blue Note", kind=Source.Kind.CALENDAR),
+        source("Listings desk", kind=Source.Kind.EDITORIAL),
+    )
+    kept = merging.merge(
+        merging.merge(
+            _listing("Organ recital", feed=feed, external_id="courier-17"),
+            _listing("Organ evening", feed=calendar, external_id="ics-4"),
+        ),
+        _listing("Bach by candlelight", feed=desk, external_id="desk-9"),  # the latest
+    )
+    first = SourceRecord.objects.get(external_id="courier-17")
+    changelist = reverse("admin:ingestion_sourcerecord_changelist")
+    form = {"action": "split_records", "_selected_action": [first.pk]}
+    page = editor.post(changelist, form).content.decode()
+    assert f"“Organ recital” (#{kept.pk}) from Listings desk (editorial) desk-9" in page
+
+    editor.post(changelist, {**form, "confirmed": "yes"})
+    assert Listing.objects.get(pk=kept.pk).title == "Bach by candlelight"
 
 
 def _many_listings(count: int, records_each: int = 1) -> list[Listing]:

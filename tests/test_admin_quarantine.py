@@ -115,9 +115,11 @@ def test_only_an_open_editorial_record_offers_edit_and_retry(editor: Client) -> 
 
 def test_dismissing_asks_for_a_note_and_keeps_it(editor: Client) -> None:
     item = QuarantinedItem.objects.create(source=source(), reason="no title")
+    retried = _untitled_record(_editorial(), resolved_at=timezone.now())
     asked = _act(editor, "dismiss", [item])
     assert asked.status_code == 200
     assert "no title" in asked.content.decode()
+    assert "This field is required" not in asked.content.decode()  # asked, not scolded
     assert _act(editor, "dismiss", [item], confirmed="yes", note="").status_code == 200
     item.refresh_from_db()
     assert item.resolved_at is None
@@ -128,7 +130,9 @@ def test_dismissing_asks_for_a_note_and_keeps_it(editor: Client) -> None:
     assert item.resolved_at is not None
     assert item.dismissal_note == note
     dismissed = editor.get(reverse(CHANGELIST), {"state": "dismissed"})
-    assert list(dismissed.context["cl"].result_list) == [item]
+    assert list(dismissed.context["cl"].result_list) == [item]  # not the one retried
+    resolved = editor.get(reverse(CHANGELIST), {"state": "resolved"})
+    assert list(resolved.context["cl"].result_list) == [retried]
 
 
 @pytest.mark.usefixtures("empty_ingestion_queue")

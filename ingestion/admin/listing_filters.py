@@ -81,10 +81,10 @@ class EmbeddedFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Listing]) -> QuerySet[Listing]:
+        # A listing's vectors are only ever in generations of its own audience, so the
+        # active one among them is its audience's.
         in_active = ListingEmbedding.objects.filter(
-            listing=OuterRef("pk"),
-            generation__state=IndexGeneration.State.ACTIVE,
-            generation__audience=OuterRef("audience"),
+            listing=OuterRef("pk"), generation__state=IndexGeneration.State.ACTIVE
         )
         current = in_active.filter(content_version=OuterRef("content_version"))
         match self.value():

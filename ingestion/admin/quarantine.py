@@ -41,8 +41,8 @@ class StateFilter(admin.SimpleListFilter):
         match self.value():
             case "open":
                 return queryset.filter(resolved_at=None)
-            case "resolved":
-                return queryset.exclude(resolved_at=None)
+            case "resolved":  # retried and ingested
+                return queryset.exclude(resolved_at=None).filter(dismissal_note="")
             case "dismissed":
                 return queryset.exclude(resolved_at=None).exclude(dismissal_note="")
         return queryset
