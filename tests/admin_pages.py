@@ -2,12 +2,23 @@
 (migrations/0009): staff members of the editors or the ops group, never superusers, so a
 test proves what the group lets them do and what it does not."""
 
+import importlib
+
+from django.apps import apps
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from ingestion.models import Listing
 
 EDITORS, OPS = "editors", "ops"
+
+
+def make_roles() -> None:
+    """The groups made again by the roles migration's own function, for a transactional
+    test: those before it flushed the database, and the migration's rows with it."""
+    importlib.import_module("ingestion.migrations.0009_editor_and_ops_roles").create_roles(
+        apps, None
+    )
 
 
 def member_of(group: str, username: str | None = None) -> User:

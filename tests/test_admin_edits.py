@@ -24,7 +24,7 @@ from ingestion.text import EMBEDDED_FIELDS, embedding_text
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from retrieval import service
-from tests.admin_pages import EDITORS, listing_change_form, member_of
+from tests.admin_pages import EDITORS, listing_change_form, make_roles, member_of
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.factories import draft, source
 from tests.search_fixtures import search_json
@@ -99,9 +99,7 @@ def test_the_embedded_fields_are_all_the_embedded_text_is_made_of() -> None:
 
 
 @pytest.mark.slow
-# serialized_rollback: the editors group, made by a migration, outlives the flushes of the
-# transactional tests before this one.
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("no_queued_embedding", "patient_search")
 async def test_a_title_an_editor_changed_is_found_lexically_at_once_and_by_vector_after_the_worker(
     async_client: AsyncClient, child_env: dict[str, str]
@@ -112,6 +110,7 @@ async def test_a_title_an_editor_changed_is_found_lexically_at_once_and_by_vecto
     before = await search_json(async_client, q=OLD_TITLE, k="3")
     assert "vector" in _found_by(before, edited)  # the old title is what its vector knows
 
+    await sync_to_async(make_roles)()
     await async_client.aforce_login(await sync_to_async(member_of)(EDITORS))
     form = await sync_to_async(listing_change_form)(edited, title=NEW_TITLE)
     edited_at = time.monotonic()

@@ -1,10 +1,7 @@
 """The editors and ops groups (issue 13, item 1): each acted as by a staff member of the
 group, to prove both what it can and what it cannot do in the admin."""
 
-import importlib
-
 import pytest
-from django.apps import apps
 from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
@@ -12,12 +9,10 @@ from django.utils import timezone
 
 from ingestion.models import Listing, QuarantinedItem, Source, SourceRecord
 from ingestion.upsert import apply_draft
-from tests.admin_pages import EDITORS, OPS, client_of, listing_change_form, member_of
+from tests.admin_pages import EDITORS, OPS, client_of, listing_change_form, make_roles, member_of
 from tests.factories import draft, source
 
 pytestmark = pytest.mark.django_db
-
-roles = importlib.import_module("ingestion.migrations.0009_editor_and_ops_roles")
 
 EDITED = ("listing", "source", "sourcerecord", "quarantineditem")
 
@@ -209,6 +204,6 @@ def test_running_the_roles_migration_again_changes_no_group() -> None:
 
     before = permissions()
     Group.objects.get(name=OPS).permissions.clear()  # as if someone had edited the group
-    roles.create_roles(apps, None)
+    make_roles()
     assert permissions() == before
     assert Source.objects.count() == 0  # a roles migration makes no data of its own
