@@ -1,5 +1,6 @@
 """Editors' corrections to de-duplication: merge two listings, split a wrong merge."""
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
@@ -16,10 +17,7 @@ def merge(keep: Listing, other: Listing) -> Listing:
     if keep.pk == other.pk:
         raise ValueError("cannot merge a listing with itself")
     SourceRecord.objects.filter(listing=other).update(listing=keep)
-    names = set(keep.aliases) | set(other.aliases)
-    if other.title != keep.title:
-        names.add(other.title)
-    keep.aliases = sorted(names)
+    keep.aliases = merged_aliases(keep, [other])
     keep.venue = keep.venue or other.venue
     keep.description = keep.description or other.description
     keep.content_version = F("content_version") + 1
@@ -27,6 +25,17 @@ def merge(keep: Listing, other: Listing) -> Listing:
     other.delete()
     keep.refresh_from_db()
     return keep
+
+
+def merged_aliases(keep: Listing, others: Iterable[Listing]) -> list[str]:
+    """`keep`'s aliases once `others` are merged into it (what an editor is shown before a
+    merge, and what the merge saves): all their aliases, and their titles unlike its own."""
+    names = set(keep.aliases)
+    for other in others:
+        names.update(other.aliases)
+        if other.title != keep.title:
+            names.add(other.title)
+    return sorted(names)
 
 
 @transaction.atomic

@@ -319,6 +319,8 @@ class QuarantinedItem(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     retry_requested_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # Why an editor dismissed it (resolved without ingesting); empty for any other item.
+    dismissal_note = models.TextField(blank=True)
 
     class Meta:
         indexes = [

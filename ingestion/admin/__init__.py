@@ -1,5 +1,7 @@
-"""Editors' admin: sources, listings, quarantine, polls, index generations, API tokens."""
+"""Editors' admin: sources, listings, source records, quarantine, polls, index
+generations and API tokens. Who may do what is the groups' business (migrations/0009:
+editors, ops)."""
 
-from ingestion.admin import generations, listings, quarantine, sources, tokens
+from ingestion.admin import generations, listings, quarantine, records, sources, tokens
 
-__all__ = ["generations", "listings", "quarantine", "sources", "tokens"]
+__all__ = ["generations", "listings", "quarantine", "records", "sources", "tokens"]
