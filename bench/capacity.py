@@ -138,11 +138,11 @@ def ingestion_capacity(count: int) -> float:
     """Listings per second, end to end in one process, on `count` records after the bench
     data's own (a feed started with `feed_skip(count)` then sends others again); they are
     removed afterwards."""
-    from ingest import end_to_end_rate
+    from ingest import one_payload_rate
 
     try:
         batch = records(BASE_RECORDS + count, _data_dir())[BASE_RECORDS:]
-        rate, _, _ = end_to_end_rate(batch)
+        rate, _, _ = one_payload_rate(batch)
     finally:
         remove_bench_sources()
     return rate
