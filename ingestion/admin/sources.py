@@ -60,13 +60,13 @@ class SourceAdmin(admin.ModelAdmin[Source]):
     def last_error_short(self, source: Source) -> str:
         return source.last_error[:80]
 
-    @admin.action(description="Poll now (ignoring the interval)")
+    @admin.action(description="Poll now (ignoring the interval)", permissions=["change"])
     def poll_now(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
         for source in queryset:
             tasks.poll_source.delay(source.pk, force=True)
         self.message_user(request, f"Queued {queryset.count()} poll(s).")
 
-    @admin.action(description="Close the circuit breaker")
+    @admin.action(description="Close the circuit breaker", permissions=["change"])
     def close_breaker(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
         queryset.update(breaker_state="closed", breaker_opened_at=None, breaker_window={})
         self.message_user(request, "Breakers closed; the next poll goes ahead.")
