@@ -1,14 +1,27 @@
 """Celery tasks: thin wrappers that unpack ids and call plain functions."""
 
 import time
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from ingestion import indexing, polling, scheduling
 from resilience.redis_clients import get_redis
 
 _EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
+
+# A task that could not reach Postgres changed nothing (a batch is one transaction, and
+# applying it again changes nothing either), so it is retried until Postgres is back
+# rather than acknowledged as failed, which would lose the batch: after 1, 2, 4 ... s,
+# at most 30 s apart, for about ten minutes.
+RETRIED_WHILE_POSTGRES_IS_DOWN: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "max_retries": 25,
+}
 
 
 @shared_task
@@ -19,7 +32,7 @@ def poll_due_sources() -> int:
     return len(due)
 
 
-@shared_task
+@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
 def poll_source(source_id: int, force: bool = False) -> str:
     poll = polling.poll_source(source_id, force=force)
     if poll.new or poll.updated:
@@ -27,7 +40,7 @@ def poll_source(source_id: int, force: bool = False) -> str:
     return str(poll.status)
 
 
-@shared_task
+@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
 def embed_pending() -> int:
     """Embed batches until none are left or this task's time slice is used up."""
     get_redis().delete(_EMBED_SCHEDULED_KEY)
