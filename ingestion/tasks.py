@@ -1,8 +1,11 @@
 """Celery tasks: thin wrappers that unpack ids and call plain functions."""
 
+import logging
 import time
 from typing import Any
 
+import kombu.exceptions
+import redis
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -10,6 +13,7 @@ from django.db import InterfaceError, OperationalError
 from ingestion import indexing, polling, scheduling
 from resilience.redis_clients import get_redis
 
+logger = logging.getLogger(__name__)
 _EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
 
 # A task that could not reach Postgres changed nothing (a batch is one transaction, and
@@ -56,6 +60,14 @@ def embed_pending() -> int:
 
 
 def schedule_embedding() -> None:
-    """Queue one embedding sweep; while one is queued and not yet started, don't add more."""
-    if get_redis().set(_EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
-        embed_pending.delay()
+    """Queue one embedding sweep; while one is queued and not yet started, don't add more.
+
+    Without Redis nothing is queued and nothing lost: the work is the data (listings
+    without an embedding of their current version), which the next sweep anyone queues,
+    or beat's own, takes up. So a write that succeeded does not fail for want of a
+    broker (the editorial API answered 500 for records it had stored)."""
+    try:
+        if get_redis().set(_EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
+            embed_pending.delay()
+    except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+        logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)
