@@ -7,6 +7,7 @@ from typing import Any
 import kombu.exceptions
 import redis
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
@@ -71,3 +72,12 @@ def schedule_embedding() -> None:
             embed_pending.delay()
     except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
         logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)
+
+
+@worker_ready.connect
+def _sweep_on_start(**_: Any) -> None:
+    """A worker killed in the middle of a sweep leaves its message unacknowledged, and
+    Redis hands it out again only after the visibility timeout (ten minutes): the work
+    it left would wait that long, or for beat's sweep, when no new listing schedules one.
+    So every worker asks for a sweep as it starts (it changes nothing when none is due)."""
+    schedule_embedding()

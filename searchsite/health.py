@@ -8,6 +8,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from ingestion.embedding_lag import embedding_lag
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
 from searchsite.heartbeat import newest_age_s
@@ -46,6 +47,19 @@ def check_index_generation() -> Check:
     return Check(True, f"generation {active.pk} ({active.embedding_model}, {active.dimensions}d)")
 
 
+def check_vector_lag() -> Check:
+    """Listings waiting for their embedding: a dead or overwhelmed embedding worker shows
+    here even while other workers' heartbeats keep `worker` green."""
+    try:
+        lag = embedding_lag()
+    except DatabaseError:
+        return Check(False, "unknown: Postgres unreachable")
+    if lag.oldest_s is None:
+        return Check(True, f"{lag.pending} listings waiting")
+    detail = f"{lag.pending} listings waiting, the oldest for {lag.oldest_s:.0f}s"
+    return Check(lag.oldest_s <= settings.VECTOR_LAG_MAX_S, detail)
+
+
 def check_worker() -> Check:
     try:
         age = newest_age_s(get_redis())
@@ -65,6 +79,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "redis": check_redis(),
         "index_generation": check_index_generation(),
         "worker": check_worker(),
+        "vector_lag": check_vector_lag(),
     }
     failing = [name for name, check in checks.items() if not check.ok]
     body = {
