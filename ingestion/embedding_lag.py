@@ -6,7 +6,8 @@ is what says so (`/healthz`, the metrics' `ingestion_embeddings_pending`)."""
 
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import OperationalError, connection, transaction
+from psycopg.errors import QueryCanceled
 
 # The work queue of ingestion/indexing.py's claim, narrowed to active generations.
 _SQL = """
@@ -18,14 +19,26 @@ _SQL = """
 """
 
 
+# Health checks and scrapes read this; behind a lock on the embeddings table (a
+# migration's, or a test's) they must say "unknown", not hang.
+TIMEOUT = "500ms"
+
+
 @dataclass(frozen=True)
 class EmbeddingLag:
     pending: int
     oldest_s: float | None  # None: nothing pending (or nothing pending was ever fetched)
 
 
-def embedding_lag() -> EmbeddingLag:
-    with connection.cursor() as cursor:
-        cursor.execute(_SQL)
-        pending, oldest = cursor.fetchone()
+def embedding_lag() -> EmbeddingLag | None:
+    """The lag now; None when Postgres could not say within TIMEOUT."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [TIMEOUT])
+            cursor.execute(_SQL)
+            pending, oldest = cursor.fetchone()
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, QueryCanceled):  # the timeout
+            return None
+        raise
     return EmbeddingLag(int(pending), float(oldest) if oldest is not None else None)

@@ -61,6 +61,8 @@ class IngestionStateCollector(Collector):
 
 def _embedding_lag() -> Iterator[GaugeMetricFamily]:
     lag = embedding_lag()
+    if lag is None:
+        return  # no answer in time: absent, rather than a made-up figure
     yield GaugeMetricFamily(
         "ingestion_embeddings_pending",
         "Active listings without an embedding of their current version in the active generation",

@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from ingestion.embedding_lag import embedding_lag
+from ingestion.embedding_lag import TIMEOUT, embedding_lag
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
 from searchsite.heartbeat import newest_age_s
@@ -54,6 +54,8 @@ def check_vector_lag() -> Check:
         lag = embedding_lag()
     except DatabaseError:
         return Check(False, "unknown: Postgres unreachable")
+    if lag is None:
+        return Check(False, f"unknown: no answer within {TIMEOUT}")
     if lag.oldest_s is None:
         return Check(True, f"{lag.pending} listings waiting")
     detail = f"{lag.pending} listings waiting, the oldest for {lag.oldest_s:.0f}s"
