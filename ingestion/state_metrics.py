@@ -5,7 +5,7 @@ shared by all processes and so belongs to no single process's counters."""
 from collections.abc import Iterator
 from typing import get_args
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -60,7 +60,10 @@ class IngestionStateCollector(Collector):
 
 
 def _embedding_lag() -> Iterator[GaugeMetricFamily]:
-    lag = embedding_lag()
+    try:
+        lag = embedding_lag()
+    except DatabaseError:  # the scrape's other figures still count
+        return
     if lag is None:
         return  # no answer in time: absent, rather than a made-up figure
     yield GaugeMetricFamily(
