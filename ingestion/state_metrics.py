@@ -5,10 +5,11 @@ shared by all processes and so belongs to no single process's counters."""
 from collections.abc import Iterator
 from typing import get_args
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ingestion.embedding_lag import embedding_lag
 from ingestion.models import Source
 from resilience.breaker import State
 
@@ -55,3 +56,23 @@ class IngestionStateCollector(Collector):
                 stale.add_metric([kind], max(ages))
             quarantine.add_metric([kind], sum(int(q or 0) for k, *_, q in rows if k == kind))
         yield from (breakers, stale, quarantine)
+        yield from _embedding_lag()
+
+
+def _embedding_lag() -> Iterator[GaugeMetricFamily]:
+    try:
+        lag = embedding_lag()
+    except DatabaseError:  # the scrape's other figures still count
+        return
+    if lag is None:
+        return  # no answer in time: absent, rather than a made-up figure
+    yield GaugeMetricFamily(
+        "ingestion_embeddings_pending",
+        "Active listings without an embedding of their current version in the active generation",
+        value=lag.pending,
+    )
+    yield GaugeMetricFamily(
+        "ingestion_embedding_lag_seconds",
+        "How long the oldest listing waiting for its embedding has waited since its fetch",
+        value=lag.oldest_s or 0.0,
+    )

@@ -1,14 +1,32 @@
 """Celery tasks: thin wrappers that unpack ids and call plain functions."""
 
+import logging
 import time
+from typing import Any
 
+import kombu.exceptions
+import redis
 from celery import shared_task
+from celery.signals import worker_ready
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from ingestion import indexing, polling, scheduling
 from resilience.redis_clients import get_redis
 
+logger = logging.getLogger(__name__)
 _EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
+
+# A task that could not reach Postgres changed nothing (a batch is one transaction, and
+# applying it again changes nothing either), so it is retried until Postgres is back
+# rather than acknowledged as failed, which would lose the batch: after 1, 2, 4 ... s,
+# at most 30 s apart, for about ten minutes.
+RETRIED_WHILE_POSTGRES_IS_DOWN: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "max_retries": 25,
+}
 
 
 @shared_task
@@ -19,7 +37,7 @@ def poll_due_sources() -> int:
     return len(due)
 
 
-@shared_task
+@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
 def poll_source(source_id: int, force: bool = False) -> str:
     poll = polling.poll_source(source_id, force=force)
     if poll.new or poll.updated:
@@ -27,7 +45,7 @@ def poll_source(source_id: int, force: bool = False) -> str:
     return str(poll.status)
 
 
-@shared_task
+@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
 def embed_pending() -> int:
     """Embed batches until none are left or this task's time slice is used up."""
     get_redis().delete(_EMBED_SCHEDULED_KEY)
@@ -39,6 +57,23 @@ def embed_pending() -> int:
 
 
 def schedule_embedding() -> None:
-    """Queue one embedding sweep; while one is queued and not yet started, don't add more."""
-    if get_redis().set(_EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
-        embed_pending.delay()
+    """Queue one embedding sweep; while one is queued and not yet started, don't add more.
+
+    Without Redis nothing is queued and nothing lost: the work is the data (listings
+    without an embedding of their current version), which the next sweep anyone queues,
+    or beat's own, takes up. So a write that succeeded does not fail for want of a
+    broker (the editorial API answered 500 for records it had stored)."""
+    try:
+        if get_redis().set(_EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
+            embed_pending.delay()
+    except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+        logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)
+
+
+@worker_ready.connect
+def _sweep_on_start(**_: Any) -> None:
+    """A worker killed in the middle of a sweep leaves its message unacknowledged, and
+    Redis hands it out again only after the visibility timeout (ten minutes): the work
+    it left would wait that long, or for beat's sweep, when no new listing schedules one.
+    So every worker asks for a sweep as it starts (it changes nothing when none is due)."""
+    schedule_embedding()

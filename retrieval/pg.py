@@ -4,6 +4,11 @@ The hot path talks to Postgres through psycopg 3's async connections only: when 
 awaiting task is cancelled, psycopg sends a cancel request to the server, so abandoned work
 stops in the database (a synchronous query abandoned in a thread ran on for 1.4 s here).
 One pool per event loop, because async connections belong to the loop that made them.
+
+While Postgres is unreachable, a search must fail at once rather than wait its whole
+deadline for a connection that cannot come (`_Outage`), and must find the pool whole again
+soon after Postgres is back, however long it was away (psycopg_pool's own reconnection
+backs off exponentially, to minutes).
 """
 
 import asyncio
@@ -102,6 +107,66 @@ def conninfo() -> str:
     return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
+# A pool's attempt to replace a lost connection gives up after this long (psycopg_pool's
+# default is 5 minutes, with delays doubling from 1 s to half that); the next search that
+# finds no connection starts a new attempt at once. So after an outage of any length the
+# pool connects again within about a second of Postgres being back.
+RECONNECT_TIMEOUT_S = 2.0
+# While Postgres is unreachable, how long the prober waits for a connection per attempt,
+# and how long it pauses after an attempt that failed at once.
+PROBE_TIMEOUT_S = 1.0
+PROBE_PAUSE_S = 0.1
+
+
+class DatabaseUnavailableError(psycopg.OperationalError):
+    """Postgres was unreachable at the last attempt and the pool has no connection: the
+    search fails now instead of waiting its deadline out (callers map psycopg errors to
+    `database_error` / `lexical_error`, a 503 with Retry-After)."""
+
+
+class _Outage:
+    """Postgres seen unreachable by one pool: a connection broke under a statement. Until
+    a probe gets an answer from Postgres, searches that find no idle connection fail at
+    once. One probe task per outage, on the pool's event loop; it ends when Postgres
+    answers, after discarding the pool's other connections broken meanwhile."""
+
+    def __init__(self, pool: AsyncConnectionPool) -> None:
+        self.probe = asyncio.create_task(self._probe(pool), name="postgres-probe")
+
+    @property
+    def lasts(self) -> bool:
+        return not self.probe.done()
+
+    @staticmethod
+    async def _probe(pool: AsyncConnectionPool) -> None:
+        logger.warning("search pool: Postgres unreachable; failing searches fast until it answers")
+        while True:
+            try:
+                # Waiting for a connection makes the pool start an attempt to add one.
+                async with pool.connection(timeout=PROBE_TIMEOUT_S) as conn:
+                    await conn.execute("SELECT 1")
+            except psycopg.Error:
+                await asyncio.sleep(PROBE_PAUSE_S)  # the pool's attempt or the server failed fast
+                continue
+            await pool.check()
+            logger.warning("search pool: Postgres answers again")
+            return
+
+
+_outages: "weakref.WeakKeyDictionary[AsyncConnectionPool, _Outage]" = weakref.WeakKeyDictionary()
+
+
+def _outage_lasts(pool: AsyncConnectionPool) -> bool:
+    outage = _outages.get(pool)
+    return outage is not None and outage.lasts
+
+
+def _lost(pool: AsyncConnectionPool) -> None:
+    """A connection of `pool` broke: begin an outage, unless one is under way."""
+    if not _outage_lasts(pool):
+        _outages[pool] = _Outage(pool)
+
+
 async def get_pool() -> AsyncConnectionPool:
     loop = asyncio.get_running_loop()
     pool = _pools.get(loop)
@@ -113,6 +178,7 @@ async def get_pool() -> AsyncConnectionPool:
             configure=_configure,
             open=False,
             name="search",
+            reconnect_timeout=RECONNECT_TIMEOUT_S,
         )
         _pools[loop] = pool
         # Wait for the first connections: a search must not pay for connecting.
@@ -122,14 +188,23 @@ async def get_pool() -> AsyncConnectionPool:
 
 @asynccontextmanager
 async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
-    """A pooled connection, waiting at most `timeout_s` for one."""
+    """A pooled connection, waiting at most `timeout_s` for one; at once
+    DatabaseUnavailableError while Postgres is known unreachable and no idle connection
+    is left to try."""
     pool = await get_pool()
+    if _outage_lasts(pool) and not pool.get_stats().get("pool_available"):
+        raise DatabaseUnavailableError("Postgres was unreachable at the last attempt")
     asked = time.perf_counter()
     try:
         async with pool.connection(timeout=max(timeout_s, 0.001)) as conn:
             if metrics.counted():
                 metrics.POOL_WAIT.observe(time.perf_counter() - asked)
-            yield conn
+            try:
+                yield conn
+            except psycopg.OperationalError:
+                if conn.broken:
+                    _lost(pool)
+                raise
     except PoolTimeout:
         if metrics.counted():
             metrics.POOL_TIMEOUTS.inc()
@@ -140,13 +215,20 @@ async def close_pool() -> None:
     """Close this event loop's pool, if it has one (before the loop itself closes)."""
     pool = _pools.pop(asyncio.get_running_loop(), None)
     if pool is not None:
-        await pool.close()
+        await _close(pool)
 
 
 async def close_pools() -> None:
     for pool in list(_pools.values()):
-        await pool.close()
+        await _close(pool)
     _pools.clear()
+
+
+async def _close(pool: AsyncConnectionPool) -> None:
+    outage = _outages.pop(pool, None)
+    if outage is not None:
+        outage.probe.cancel()
+    await pool.close()
 
 
 # Tags that open a hot-path statement's text (see fetch_with_local_settings).

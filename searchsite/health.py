@@ -13,6 +13,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from ingestion.embedding_lag import TIMEOUT, embedding_lag
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
 from retrieval import cold_start
@@ -52,6 +53,21 @@ def check_index_generation() -> Check:
     return Check(True, f"generation {active.pk} ({active.embedding_model}, {active.dimensions}d)")
 
 
+def check_vector_lag() -> Check:
+    """Listings waiting for their embedding: a dead or overwhelmed embedding worker shows
+    here even while other workers' heartbeats keep `worker` green."""
+    try:
+        lag = embedding_lag()
+    except DatabaseError:
+        return Check(False, "unknown: Postgres unreachable")
+    if lag is None:
+        return Check(False, f"unknown: no answer within {TIMEOUT}")
+    if lag.oldest_s is None:
+        return Check(True, f"{lag.pending} listings waiting")
+    detail = f"{lag.pending} listings waiting, the oldest for {lag.oldest_s:.0f}s"
+    return Check(lag.oldest_s <= settings.VECTOR_LAG_MAX_S, detail)
+
+
 def check_worker() -> Check:
     try:
         age = newest_age_s(get_redis())
@@ -86,7 +102,10 @@ def _search_checks() -> dict[str, Check]:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    return _report(_search_checks() | {"redis": check_redis(), "worker": check_worker()})
+    return _report(
+        _search_checks()
+        | {"redis": check_redis(), "worker": check_worker(), "vector_lag": check_vector_lag()}
+    )
 
 
 @require_GET

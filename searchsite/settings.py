@@ -199,6 +199,9 @@ WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
 # Embeddings
 EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 128)
 EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
+# /healthz fails while a listing has waited longer than this for its embedding: twice the
+# vector lag objective (p95 30 s, bench/ingest.py).
+VECTOR_LAG_MAX_S = env_float("VECTOR_LAG_MAX_S", 60.0)
 
 # Fetching sources: every fetch is bounded in time and size.
 FETCH_CONNECT_TIMEOUT_S = env_float("FETCH_CONNECT_TIMEOUT_S", 5.0)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import AsyncClient
+from redis import Redis
 
 from resilience.redis_clients import get_redis
 from searchsite.celery import QUEUES
@@ -103,19 +104,25 @@ def child_env(test_database_url: str) -> dict[str, str]:
 
 
 def start_worker(
-    env: dict[str, str], *, name: str, concurrency: int = 1, purge: bool = True
+    env: dict[str, str],
+    *,
+    name: str,
+    concurrency: int = 1,
+    purge: bool = True,
+    queues: str = ",".join(QUEUES),
 ) -> subprocess.Popen[bytes]:
-    """A real Celery worker process consuming every queue; returns once it is running."""
+    """A real Celery worker process consuming `queues` (every queue by default) of the
+    broker `env` names; returns once it is running."""
     hostname = f"{name}-{os.getpid()}@localhost"
+    redis = Redis.from_url(env["REDIS_URL"])
     # Tasks queued by earlier tests (embedding sweeps, polls) must not run in this one.
     if purge:
-        get_redis().delete(*QUEUES)
+        redis.delete(*QUEUES)
     worker = subprocess.Popen(
-        worker_argv("ingestion,embedding,warming", concurrency, hostname, "WARNING"),
+        worker_argv(queues, concurrency, hostname, "WARNING"),
         env=env,
         start_new_session=True,
     )
-    redis = get_redis()
     wait_until(lambda: redis.hexists(HEARTBEAT_KEY, hostname), 60, "the worker's heartbeat")
     return worker
 

