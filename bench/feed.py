@@ -52,7 +52,9 @@ def remove_bench_sources() -> None:
     from evaluation.sweep_stream import remove_stream
     from ingestion.models import Source
 
-    for source in Source.objects.filter(name__in=[FEED_SOURCE, "bench e2e"]):
+    for source in Source.objects.filter(name=FEED_SOURCE) | Source.objects.filter(
+        name__startswith="bench one payload"
+    ):
         remove_stream(source)
 
 
