@@ -15,7 +15,9 @@ from ingestion import indexing, polling, scheduling
 from resilience.redis_clients import get_redis
 
 logger = logging.getLogger(__name__)
-_EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
+# Set while an embedding sweep is queued and not yet started (schedule_embedding); whoever
+# purges the queues must drop it too, or no sweep is queued until it expires.
+EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
 
 # A task that could not reach Postgres changed nothing (a batch is one transaction, and
 # applying it again changes nothing either), so it is retried until Postgres is back
@@ -48,7 +50,7 @@ def poll_source(source_id: int, force: bool = False) -> str:
 @shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
 def embed_pending() -> int:
     """Embed batches until none are left or this task's time slice is used up."""
-    get_redis().delete(_EMBED_SCHEDULED_KEY)
+    get_redis().delete(EMBED_SCHEDULED_KEY)
     deadline = time.monotonic() + settings.EMBED_TASK_SLICE_S
     done = indexing.embed_pending(until=deadline)
     if time.monotonic() >= deadline:
@@ -64,7 +66,7 @@ def schedule_embedding() -> None:
     or beat's own, takes up. So a write that succeeded does not fail for want of a
     broker (the editorial API answered 500 for records it had stored)."""
     try:
-        if get_redis().set(_EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
+        if get_redis().set(EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
             embed_pending.delay()
     except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
         logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)

@@ -115,9 +115,12 @@ def start_worker(
     broker `env` names; returns once it is running."""
     hostname = f"{name}-{os.getpid()}@localhost"
     redis = Redis.from_url(env["REDIS_URL"])
-    # Tasks queued by earlier tests (embedding sweeps, polls) must not run in this one.
+    # Tasks queued by earlier tests (embedding sweeps, polls) must not run in this one; nor
+    # may their "a sweep is queued" mark keep this test's sweeps from being queued.
     if purge:
-        redis.delete(*QUEUES)
+        from ingestion.tasks import EMBED_SCHEDULED_KEY
+
+        redis.delete(*QUEUES, EMBED_SCHEDULED_KEY)
     worker = subprocess.Popen(
         worker_argv(queues, concurrency, hostname, "WARNING"),
         env=env,

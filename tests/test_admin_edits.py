@@ -19,7 +19,7 @@ from ingestion import generations, merging
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, ListingEmbedding, Source, SourceRecord
-from ingestion.tasks import _EMBED_SCHEDULED_KEY
+from ingestion.tasks import EMBED_SCHEDULED_KEY
 from ingestion.text import EMBEDDED_FIELDS, embedding_text
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
@@ -81,9 +81,9 @@ def no_queued_embedding() -> Iterator[None]:
     """Neither an embedding task nor its once-queued mark left by an earlier test: the queue
     then holds exactly what this test caused."""
     redis = get_redis()
-    redis.delete("embedding", _EMBED_SCHEDULED_KEY)
+    redis.delete("embedding", EMBED_SCHEDULED_KEY)
     yield
-    redis.delete("embedding", _EMBED_SCHEDULED_KEY)
+    redis.delete("embedding", EMBED_SCHEDULED_KEY)
 
 
 @pytest.fixture

@@ -152,7 +152,7 @@ def _up(hostname: str) -> bool:
 @pytest.fixture
 def deployment_workers(child_env: dict[str, str]) -> Iterator[None]:
     """The embedding and warming workers as `make run` lays them out (supervisor.WORKERS)."""
-    get_redis().delete(*QUEUES)
+    get_redis().delete(*QUEUES, ingestion_tasks.EMBED_SCHEDULED_KEY)
     started = []
     try:
         for worker in WORKERS:
