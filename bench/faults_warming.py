@@ -45,6 +45,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from feed import deliver
 from harness import REPO, SHARED_DATA, running
 from listings import records
 
@@ -195,11 +196,8 @@ class Ingest(threading.Thread):
 
     def run(self) -> None:
         from django.db import connection
-        from django.utils import timezone
 
         from ingestion.models import Source
-        from ingestion.polling import ingest_payload
-        from ingestion.tasks import schedule_embedding
 
         source, _ = Source.objects.get_or_create(name="bench stall stream", kind="editorial")
         ticks_per_s, per_tick = 4, max(1, self.rate // 4)
@@ -207,14 +205,7 @@ class Ingest(threading.Thread):
         while not self.stop.is_set() and len(self.sent) < len(self.pool):
             time.sleep(max(0.0, started + tick / ticks_per_s - time.monotonic()))
             batch = self.pool[len(self.sent) : len(self.sent) + per_tick]
-            ingest_payload(
-                source,
-                json.dumps(batch).encode(),
-                started_at=timezone.now(),
-                name_hint="stream.json",
-                snapshot=False,
-            )
-            schedule_embedding()
+            deliver(source, batch, "stream.json")
             now = time.monotonic()
             self.sent += [(now, str(record["id"])) for record in batch]
             tick += 1

@@ -24,10 +24,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, SHARED_DATA
 from listings import records
+
+if TYPE_CHECKING:
+    from ingestion.models import Source
 
 TICKS_PER_S = 4  # a steady stream, not one burst a second
 
@@ -86,13 +90,27 @@ def feed_stream(rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]
         figures.sent, figures.seconds = report["sent"], report["seconds"]
 
 
-def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threading.Event) -> int:
-    """Records `skip` onwards of bench/listings.py's, `rate` a second; returns how many."""
+def deliver(source: "Source", batch: list[dict[str, object]], name_hint: str) -> None:
+    """One feed poll's worth: `batch` parsed and upserted as a poll does, then the
+    embedding sweep asked for, as the poll task does."""
     from django.utils import timezone
 
-    from ingestion.models import Source
     from ingestion.polling import ingest_payload
     from ingestion.tasks import schedule_embedding
+
+    ingest_payload(
+        source,
+        json.dumps(batch).encode(),
+        started_at=timezone.now(),
+        name_hint=name_hint,
+        snapshot=False,
+    )
+    schedule_embedding()
+
+
+def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threading.Event) -> int:
+    """Records `skip` onwards of bench/listings.py's, `rate` a second; returns how many."""
+    from ingestion.models import Source
 
     source = Source.objects.get(pk=source_id)
     data_dir = SHARED_DATA if SHARED_DATA.exists() else None
@@ -103,14 +121,7 @@ def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threadi
         # As many as are due by now: a slow batch is caught up by the next.
         due = min(len(pool), int(rate * (time.monotonic() - started))) - sent
         if due > 0:
-            ingest_payload(
-                source,
-                json.dumps(pool[sent : sent + due]).encode(),
-                started_at=timezone.now(),
-                name_hint="feed.json",
-                snapshot=False,
-            )
-            schedule_embedding()
+            deliver(source, pool[sent : sent + due], "feed.json")
             sent += due
         stop.wait(max(0.0, started + tick / TICKS_PER_S - time.monotonic()))
     return sent

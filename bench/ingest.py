@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from feed import deliver
 from harness import REPO, SHARED_DATA, percentile, running
 from listings import records
 
@@ -147,11 +148,8 @@ def _searcher(stop: threading.Event, counter: list[int]) -> None:
 
 
 def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict[str, object]:
-    from django.utils import timezone
 
     from ingestion.models import Source
-    from ingestion.polling import ingest_payload
-    from ingestion.tasks import schedule_embedding
 
     source = Source.objects.create(name="bench stream", kind="editorial")
     stop, searches = threading.Event(), [0]
@@ -165,14 +163,7 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
             time.sleep(max(0.0, started + tick / ticks_per_s - time.monotonic()))
             batch = pool[sent : sent + per_tick]
             sent += len(batch)
-            ingest_payload(
-                source,
-                json.dumps(batch).encode(),
-                started_at=timezone.now(),
-                name_hint="stream.json",
-                snapshot=False,
-            )
-            schedule_embedding()
+            deliver(source, batch, "stream.json")
         stop.set()
         searcher.join()
         _wait_for_vectors([source.pk], sent, timeout_s=300)
