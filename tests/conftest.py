@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import AsyncClient
+from pytest_django.fixtures import Settings
 from redis import Redis
 
 from resilience.redis_clients import get_redis
@@ -181,6 +182,19 @@ def _fresh_search_state() -> None:
         keys = list(redis.scan_iter(pattern))
         if keys:
             redis.delete(*keys)
+
+
+# Budgets no warmed-up search on a busy machine misses, where a test needs one in time.
+GENEROUS_VECTOR_BUDGET_MS = 2000
+# A caller's timeout within which a search waiting on a lock must give up its vector stage.
+SHORT_TIMEOUT_MS = "150"
+
+
+@pytest.fixture
+def generous_budgets(settings: Settings) -> None:
+    settings.SEARCH_DEADLINE_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
+    settings.SEARCH_CALLER_TIMEOUT_CAP_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
+    settings.SEARCH_VECTOR_BUDGET_MS = GENEROUS_VECTOR_BUDGET_MS
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
 from django.utils import timezone
-from pytest_django.fixtures import Settings
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
@@ -21,7 +20,7 @@ from retrieval import warm
 from retrieval.cache import cache_key
 from retrieval.query import parse_query
 from retrieval.warming import schedule_warming
-from tests.conftest import eventually
+from tests.conftest import GENEROUS_VECTOR_BUDGET_MS, SHORT_TIMEOUT_MS, eventually
 from tests.factories import source
 from tests.feeds import rss
 from tests.scraping import scrape, scrape_sync
@@ -33,18 +32,6 @@ from tests.search_fixtures import (
     search_json,
     tables_locked,
 )
-
-# Budgets no warmed-up search on a busy machine misses, where a test needs one in time.
-GENEROUS_VECTOR_BUDGET_MS = 2000
-# A caller's timeout within which a search waiting on a lock must give up its vector stage.
-SHORT_TIMEOUT_MS = "150"
-
-
-@pytest.fixture
-def generous_budgets(settings: Settings) -> None:
-    settings.SEARCH_DEADLINE_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
-    settings.SEARCH_CALLER_TIMEOUT_CAP_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
-    settings.SEARCH_VECTOR_BUDGET_MS = GENEROUS_VECTOR_BUDGET_MS
 
 
 @pytest.mark.django_db(transaction=True)

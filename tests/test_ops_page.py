@@ -12,7 +12,6 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from django.utils import timezone
-from pytest_django.fixtures import Settings
 
 from evaluation.models import EvaluationRun, EvaluationSet
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
@@ -22,19 +21,8 @@ from retrieval import rollup_writer
 from retrieval.ops_history import interpolated
 from retrieval.rollup_writer import RollupWriter
 from tests import factories, ops_personas
+from tests.conftest import SHORT_TIMEOUT_MS
 from tests.search_fixtures import embeddings_locked, search_json
-
-# Budgets no warmed-up search on a busy machine misses, and a caller's timeout within which
-# a search waiting on a lock gives up its vector stage (as tests/test_metrics_exported.py).
-GENEROUS_VECTOR_BUDGET_MS = 2000
-SHORT_TIMEOUT_MS = "150"
-
-
-@pytest.fixture
-def generous_budgets(settings: Settings) -> None:
-    settings.SEARCH_DEADLINE_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
-    settings.SEARCH_CALLER_TIMEOUT_CAP_MS = GENEROUS_VECTOR_BUDGET_MS + 1000
-    settings.SEARCH_VECTOR_BUDGET_MS = GENEROUS_VECTOR_BUDGET_MS
 
 
 @pytest.mark.django_db
