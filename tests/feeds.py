@@ -14,3 +14,9 @@ def rss(items: list[tuple[str, str, str]]) -> bytes:
         '<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel>'
         f"<title>Test feed</title><link>https://feed.example/</link>{body}</channel></rss>"
     ).encode()
+
+
+def numbered_rss(count: int, version: str) -> bytes:
+    """`count` items g0, g1, ... whose descriptions name `version`: a second version of
+    the feed changes every item, so a poll of it updates them all."""
+    return rss([(f"g{n}", f"Event number {n}", f"Details {version}") for n in range(count)])

@@ -21,6 +21,9 @@ from urllib.parse import urlsplit
 import httpx
 
 HUNG_AFTER_S = 5.0
+# What the fault tests search for, and how often: a few queries the fixtures answer.
+QUERIES = ("jazz", "bread", "organ recital", "science fair")
+RATE = 20  # searches per second
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,19 @@ from ingestion.models import Source
 from ingestion.tokens import create_token
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.live_app import LiveApp, serving
-from tests.load_driver import Load, server_errors, serves_normally, under_load, untruthful
+from tests.load_driver import (
+    QUERIES,
+    Load,
+    server_errors,
+    serves_normally,
+    under_load,
+    untruthful,
+)
 from tests.private_services import FAULT_SETTINGS, private_valkey
 from tests.search_fixtures import VECTOR_TABLE, index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-QUERIES = ["jazz", "bread", "organ recital", "science fair"]
 NEW = [f"Harpsichord evening {n}" for n in range(5)]
 RATE = 10
 SECONDS = 2.0

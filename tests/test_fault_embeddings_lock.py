@@ -16,14 +16,21 @@ import pytest
 from retrieval.pg import VECTOR_TAG
 from tests.conftest import wait_until
 from tests.live_app import LiveApp, serving
-from tests.load_driver import Load, hung, server_errors, serves_normally, under_load, untruthful
+from tests.load_driver import (
+    QUERIES,
+    RATE,
+    Load,
+    hung,
+    server_errors,
+    serves_normally,
+    under_load,
+    untruthful,
+)
 from tests.private_services import FAULT_SETTINGS, private_valkey
 from tests.search_fixtures import VECTOR_TABLE, index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-QUERIES = ["jazz", "bread", "organ recital", "science fair"]
-RATE = 20
 LOCKED_S = 2.0  # the 5 s, shortened (bench/faults.py runs the issue's)
 BUDGET_MS = 40  # the default vector budget
 GRACE_MS = 20

@@ -19,9 +19,17 @@ from ingestion.polling import poll_source
 from ingestion.tasks import poll_source as poll_source_task
 from searchsite.celery import app as celery_app
 from tests.conftest import start_worker, stop_worker, wait_until
-from tests.feeds import rss
+from tests.feeds import numbered_rss
 from tests.live_app import LiveApp, serving
-from tests.load_driver import Load, hung, server_errors, serves_normally, under_load, untruthful
+from tests.load_driver import (
+    RATE,
+    Load,
+    hung,
+    server_errors,
+    serves_normally,
+    under_load,
+    untruthful,
+)
 from tests.private_services import FAULT_SETTINGS, PrivateValkey, private_valkey
 from tests.search_fixtures import index_listings
 from tests.test_worker_kill import _waiting_on_a_lock
@@ -29,7 +37,6 @@ from tests.test_worker_kill import _waiting_on_a_lock
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 QUERIES = ["jazz", "bread", "organ recital", "science fair", "Event number"]
-RATE = 20
 SECONDS = 3.0
 ITEMS = 100
 BLOCKED_ITEM = 60
@@ -43,7 +50,7 @@ class Stack:
 
 
 def _feed(version: str) -> bytes:
-    return rss([(f"g{n}", f"Event number {n}", f"Details {version}") for n in range(ITEMS)])
+    return numbered_rss(ITEMS, version)
 
 
 @pytest.fixture

@@ -21,9 +21,11 @@ from ingestion.tasks import poll_source as poll_source_task
 from retrieval.pg import SEARCH_CONNECTIONS
 from searchsite.celery import app as celery_app
 from tests.conftest import start_worker, stop_worker, wait_until
-from tests.feeds import rss
+from tests.feeds import numbered_rss
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
+    QUERIES,
+    RATE,
     Load,
     between,
     hung,
@@ -43,8 +45,6 @@ from tests.search_fixtures import index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-QUERIES = ["jazz", "bread", "organ recital", "science fair"]
-RATE = 20  # searches per second
 BEFORE_S = 0.5  # of load before Postgres stops
 OUTAGE_S = 1.5  # the 10 s, shortened (bench/faults.py runs the issue's)
 RECOVER_S = 3.0  # of load after Postgres is back: long enough to see it serve normally
@@ -63,7 +63,7 @@ class Stack:
 
 
 def _feed(version: str) -> bytes:
-    return rss([(f"g{n}", f"Event number {n}", f"Details {version}") for n in range(ITEMS)])
+    return numbered_rss(ITEMS, version)
 
 
 @pytest.fixture

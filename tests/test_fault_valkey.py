@@ -23,6 +23,8 @@ from searchsite.heartbeat import HEARTBEAT_KEY
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
+    QUERIES,
+    RATE,
     Load,
     hung,
     recovery_s,
@@ -36,8 +38,6 @@ from tests.search_fixtures import index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-QUERIES = ["jazz", "bread", "organ recital", "science fair"]
-RATE = 20  # searches per second
 BEFORE_S = 0.5
 OUTAGE_S = 2.0  # the 30 s, shortened (bench/faults.py runs the issue's)
 AFTER_S = 3.0

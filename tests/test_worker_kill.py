@@ -15,7 +15,7 @@ from ingestion.models import Listing, Poll, Source, SourceRecord
 from ingestion.polling import poll_source
 from ingestion.tasks import poll_source as poll_source_task
 from tests.conftest import start_worker, stop_worker, wait_until
-from tests.feeds import rss
+from tests.feeds import numbered_rss
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ITEMS = 200
@@ -23,7 +23,7 @@ BLOCKED_ITEM = 120
 
 
 def _feed(version: str) -> bytes:
-    return rss([(f"g{n}", f"Event number {n}", f"Details {version}") for n in range(ITEMS)])
+    return numbered_rss(ITEMS, version)
 
 
 @pytest.fixture
