@@ -45,7 +45,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from feed import deliver
+from feed import STALL_SOURCE, deliver, remove_bench_sources
 from harness import REPO, SHARED_DATA, running
 from listings import records
 
@@ -199,7 +199,7 @@ class Ingest(threading.Thread):
 
         from ingestion.models import Source
 
-        source, _ = Source.objects.get_or_create(name="bench stall stream", kind="editorial")
+        source = Source.objects.create(name=STALL_SOURCE, kind=Source.Kind.EDITORIAL, active=False)
         ticks_per_s, per_tick = 4, max(1, self.rate // 4)
         started, tick = time.monotonic(), 0
         while not self.stop.is_set() and len(self.sent) < len(self.pool):
@@ -228,6 +228,7 @@ def vector_stall(args: argparse.Namespace) -> None:
     from resilience.redis_clients import get_redis
     from retrieval.pg import conninfo
 
+    remove_bench_sources()  # a run that did not clean up
     texts = build(args.listings)
     pool = records(int(args.ingest_rate * (args.stall_s + 60)) + 100, None, seed=23)
     pool = [{**record, "id": f"stall-{record['id']}"} for record in pool]
@@ -267,6 +268,7 @@ def vector_stall(args: argparse.Namespace) -> None:
         ingest.join()
         sampler.join()
         events = warming_events(f"{base}/metrics")
+    remove_bench_sources()  # the bench database keeps exactly the listings it was built with
     phases = {
         "before": [o for o in traffic.outcomes if o.sent_at < locked],
         "stall": [o for o in traffic.outcomes if locked <= o.sent_at < released],

@@ -37,6 +37,7 @@ TICKS_PER_S = 4  # a steady stream, not one burst a second
 
 
 FEED_SOURCE = "bench load feed"
+STALL_SOURCE = "bench stall stream"  # bench/faults_warming.py's listings during a stall
 
 
 @dataclass
@@ -51,13 +52,14 @@ class FeedFigures:
 
 
 def remove_bench_sources() -> None:
-    """The feed's and bench/ingest.py's sources and their listings, from this run or one
-    that did not clean up: the bench database keeps exactly the listings it was built with."""
+    """The sources the benches ingest into (the feed's, the stall's, bench/ingest.py's) and
+    their listings, from this run or one that did not clean up: the bench database keeps
+    exactly the listings it was built with."""
     from evaluation.sweep_stream import remove_stream
     from ingestion.models import Source
 
-    for source in Source.objects.filter(name=FEED_SOURCE) | Source.objects.filter(
-        name__startswith="bench one payload"
+    for source in Source.objects.filter(name__in=(FEED_SOURCE, STALL_SOURCE)) | (
+        Source.objects.filter(name__startswith="bench one payload")
     ):
         remove_stream(source)
 

@@ -1,15 +1,36 @@
 """The query embedding stage: ONNX Runtime in a worker thread (it releases the GIL), so
-the event loop keeps serving while a query is embedded. Abandoning it on a timeout is
-harmless: it is a few milliseconds of CPU, and it touches no database. A query embedded
-before is answered from the embedder's cache on the loop: the hop to a thread and back
-was 0.2 ms of a search that needed no encoding."""
+the event loop keeps serving while a query is embedded. A query embedded before is
+answered from the embedder's cache on the loop: the hop to a thread and back was 0.2 ms
+of a search that needed no encoding.
+
+Queries are embedded at most one per usable core at once, each on one intra-op thread
+(ingestion/embedding/embedder.py): more at once would only share the cores and finish all
+of them later. The rest wait their turn in order, and one whose caller gave up meanwhile
+(its budget ran out, the client left) is never encoded: cancelling the waiting task
+cancels its pending future. An encoding already running is left to finish; it is a few
+milliseconds of CPU and touches no database."""
 
 import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 
 from ingestion.embedding import get_embedder
+
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def query_executor() -> ThreadPoolExecutor:
+    """This process's pool; a forked child (a Celery warming worker) makes its own, as the
+    parent's threads did not come with it."""
+    global _executor
+    pid = os.getpid()
+    if _executor is None or _executor[0] != pid:
+        cores = len(os.sched_getaffinity(0))
+        _executor = (pid, ThreadPoolExecutor(cores, thread_name_prefix="query-embed"))
+    return _executor[1]
 
 
 class OnnxQueryEmbedder:
@@ -18,4 +39,5 @@ class OnnxQueryEmbedder:
         cached = embedder.cached_query(text)
         if cached is not None:
             return cached
-        return await asyncio.to_thread(embedder.embed_query, text)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(query_executor(), embedder.embed_query, text)

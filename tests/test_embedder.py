@@ -311,14 +311,76 @@ def test_get_embedder_loads_once_per_process_from_env(
 async def test_a_query_embedded_before_is_answered_without_a_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from retrieval.query_embedder import OnnxQueryEmbedder
+    from retrieval import query_embedder
 
-    first = await OnnxQueryEmbedder().embed("harbour walk at dawn")
+    first = await query_embedder.OnnxQueryEmbedder().embed("harbour walk at dawn")
 
-    async def no_thread(*args: object) -> None:
+    def no_thread() -> None:
         raise AssertionError("a cached query was sent to a thread")
 
-    monkeypatch.setattr("asyncio.to_thread", no_thread)
-    assert await OnnxQueryEmbedder().embed("harbour walk at dawn") is first
+    monkeypatch.setattr(query_embedder, "query_executor", no_thread)
+    assert await query_embedder.OnnxQueryEmbedder().embed("harbour walk at dawn") is first
     with pytest.raises(AssertionError, match="sent to a thread"):
-        await OnnxQueryEmbedder().embed("a query not seen before")
+        await query_embedder.OnnxQueryEmbedder().embed("a query not seen before")
+
+
+class HeldEncoder(CountingEncoder):
+    """Encodes once `release` is set; `started` counts the encodings begun."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.started.release()
+        assert self.release.wait(10), "never released"
+        return super().encode(texts)
+
+
+async def test_queries_are_embedded_one_per_core_and_a_cancelled_one_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from retrieval import query_embedder
+
+    encoder = HeldEncoder()
+    monkeypatch.setattr(query_embedder, "get_embedder", lambda: Embedder(encoder, "fake"))
+    cores = len(os.sched_getaffinity(0))
+    embed = query_embedder.OnnxQueryEmbedder().embed
+    running = [asyncio.create_task(embed(f"query {n}")) for n in range(cores)]
+    for _ in range(cores):
+        assert await asyncio.to_thread(encoder.started.acquire, True, 10)
+    # Every core busy: the next query waits, and its caller gives up meanwhile.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(embed("given up"), 0.05)
+    assert not encoder.started.acquire(blocking=False), "more queries than cores at once"
+    encoder.release.set()
+    await asyncio.gather(*running)
+    await embed("after")  # queued behind the given-up one: the pool has passed it by now
+
+    encoded = [text for batch in encoder.batches for text in batch]
+    assert sorted(encoded) == sorted([f"query {n}" for n in range(cores)] + ["after"])
+
+
+def test_onnx_queries_get_a_one_thread_session_and_batches_their_own(
+    onnx_cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnxruntime as ort
+
+    sessions: list[int] = []
+    real_session = ort.InferenceSession
+
+    def recording_session(path: str, options: ort.SessionOptions, **kwargs: object) -> object:
+        sessions.append(options.intra_op_num_threads)
+        return real_session(path, options, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording_session)
+    embedder = Embedder.load("onnx", cache_dir=onnx_cache_dir, threads=2)
+    assert sessions == []  # neither is loaded before it is used
+    embedder.embed_query("a query")
+    embedder.embed_query("another query")
+    assert sessions == [1]
+    embedder.embed_documents(["a document", "another document"])
+    assert sessions == [1, 2]

@@ -17,6 +17,7 @@ from ingestion.embedding.torch_runtime import TorchEncoder
 
 FloatArray = npt.NDArray[np.float32]
 RUNTIMES = ("onnx", "torch")
+QUERY_THREADS = 1  # intra-op threads of the onnx query session (see Embedder.load)
 _REPO_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -30,9 +31,17 @@ class Embedder:
     model_name: str = MODEL_NAME
     dimensions: int = DIMENSIONS
 
-    def __init__(self, encoder: Encoder, runtime: str, query_cache_size: int = 4096) -> None:
+    def __init__(
+        self,
+        encoder: Encoder,
+        runtime: str,
+        query_cache_size: int = 4096,
+        *,
+        query_encoder: Encoder | None = None,
+    ) -> None:
         self.runtime = runtime
         self._encoder = encoder
+        self._query_encoder = query_encoder or encoder
         # Searches repeat (suggestions, paging, popular terms); a bounded cache keeps the hot
         # ones free without growing with every distinct query a process ever sees.
         self._queries: OrderedDict[str, FloatArray] = OrderedDict()
@@ -50,15 +59,22 @@ class Embedder:
         query_cache_size: int = 4096,
     ) -> "Embedder":
         """Build an embedder; cache_dir, threads and spin only concern the onnx runtime."""
-        encoder: Encoder
         if runtime == "onnx":
             model_path = ensure_onnx_model(cache_dir or default_cache_dir())
-            encoder = OnnxEncoder(model_path, threads or default_threads(), spin)
-        elif runtime == "torch":
-            encoder = TorchEncoder()
-        else:
-            raise ValueError(f"unknown embedder runtime {runtime!r}; expected one of {RUNTIMES}")
-        return cls(encoder, runtime, query_cache_size)
+            # Queries get a session of their own on one intra-op thread: a web process embeds
+            # many single queries at once, side by side on the cores (retrieval/query_embedder.py),
+            # and two threads each oversubscribed them: with one, the capacity limit of
+            # bench/capacity.py doubled (docs/reliability.md). A batch has one pass at a time to
+            # spread over the cores.
+            return cls(
+                OnnxEncoder(model_path, threads or default_threads(), spin),
+                runtime,
+                query_cache_size,
+                query_encoder=OnnxEncoder(model_path, QUERY_THREADS, spin),
+            )
+        if runtime == "torch":
+            return cls(TorchEncoder(), runtime, query_cache_size)
+        raise ValueError(f"unknown embedder runtime {runtime!r}; expected one of {RUNTIMES}")
 
     def embed_query(self, text: str) -> FloatArray:
         """Shape (dimensions,); read-only because the same array is handed to every caller."""
@@ -96,7 +112,7 @@ class Embedder:
         return embeddings
 
     def _encode_query(self, text: str) -> FloatArray:
-        vector: FloatArray = self._encoder.encode([text])[0]
+        vector: FloatArray = self._query_encoder.encode([text])[0]
         vector.flags.writeable = False
         return vector
 
@@ -116,9 +132,9 @@ def default_threads() -> int:
         if not configured.isdigit() or int(configured) < 1:
             raise ValueError(f"EMBEDDER_THREADS must be a positive integer, got {configured!r}")
         return int(configured)
-    # On the 2-core target two threads nearly double batch throughput and match one thread on
-    # single queries; more threads than usable cores only add contention. Where several
-    # processes embed at once on the same cores (Celery concurrency > 1), set 1.
+    # Of batches (queries have their own session). On the 2-core target two threads nearly
+    # double batch throughput; more threads than usable cores only add contention. Where
+    # several processes embed at once on the same cores (Celery concurrency > 1), set 1.
     return min(2, len(os.sched_getaffinity(0)))
 
 

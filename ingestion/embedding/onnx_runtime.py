@@ -1,5 +1,6 @@
 """The default runtime: the exported transformer in onnxruntime, pooled as sentence-transformers."""
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,20 +13,40 @@ from ingestion.embedding.model import load_tokenizer
 
 
 class OnnxEncoder:
+    """One onnxruntime session with `threads` intra-op threads, created on first use: a web
+    process only ever embeds queries, an embedding worker only batches, and neither should
+    hold the other's session."""
+
     def __init__(self, model_path: Path, threads: int, spin: bool = False) -> None:
+        self._model_path = model_path
+        self.threads = threads
+        self._spin = spin
         self._tokenizer = load_tokenizer()
+        self._session: ort.InferenceSession | None = None
+        self._session_lock = threading.Lock()
+
+    def _loaded(self) -> ort.InferenceSession:
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    self._session = self._load()
+        return self._session
+
+    def _load(self) -> ort.InferenceSession:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = self.threads
         # Spin-waiting shaves ~0.7 ms off a query on an idle box, but the 2 cores are shared
         # (web, Celery, Postgres): with one other busy process, 2 spinning threads took 9-18 ms
         # per query against ~4 ms with blocking waits.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if self._spin else "0"
+        )
         # A BERT forward pass is a chain of ops: running branches in parallel gains nothing and
         # would only compete with the intra-op threads for the same cores.
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session = ort.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"]
+        return ort.InferenceSession(
+            str(self._model_path), options, providers=["CPUExecutionProvider"]
         )
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -33,7 +54,7 @@ class OnnxEncoder:
         input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
         attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = dict(zip(INPUT_NAMES, (input_ids, attention_mask), strict=True))
-        (token_embeddings,) = self._session.run([OUTPUT_NAME], feeds)
+        (token_embeddings,) = self._loaded().run([OUTPUT_NAME], feeds)
         return mean_pool_normalised(np.asarray(token_embeddings, dtype=np.float32), attention_mask)
 
 
