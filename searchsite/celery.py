@@ -5,7 +5,7 @@ import os
 from celery import Celery, signals
 from kombu import Queue
 
-from searchsite.env import env_float
+from searchsite.env import env_float, env_int
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
 
@@ -57,6 +57,18 @@ app.conf.update(
 )
 
 app.autodiscover_tasks()
+
+
+# A worker whose work can wait (embedding: its objective is a lag of seconds) yields the
+# cores to searches, whose objective is milliseconds: WORKER_NICE raises its niceness, and
+# its pool processes inherit it. Under a search load that wants every core it then gets
+# what is left, its lag grows and says so (ingestion_embedding_lag_seconds); otherwise it
+# runs at full speed. make run and docker-compose.yml set it for the embedding worker.
+@signals.worker_init.connect
+def _yield_the_cpu(**_: object) -> None:
+    nice = env_int("WORKER_NICE", 0)
+    if nice:
+        os.nice(nice)
 
 
 def _register_heartbeat() -> None:

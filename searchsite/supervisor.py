@@ -31,11 +31,11 @@ class Child:
     process: subprocess.Popen[bytes]
 
 
-def _spawn(name: str, argv: list[str]) -> Child:
+def _spawn(name: str, argv: list[str], added_env: dict[str, str]) -> Child:
     # Own process group: Ctrl-C reaches only the supervisor, which then stops the children
     # in order (web before worker before the servers they use).
     # The child names itself in its database connections (settings.PROCESS_ROLE).
-    env = {**os.environ, "SEARCHSITE_ROLE": name}
+    env = {**os.environ, **added_env, "SEARCHSITE_ROLE": name}
     return Child(
         name, subprocess.Popen(argv, cwd=embedded.REPO_DIR, env=env, start_new_session=True)
     )
@@ -84,6 +84,7 @@ class Worker:
     name: str
     queues: str
     concurrency: int
+    nice: int = 0  # its WORKER_NICE (searchsite/celery.py)
 
     def argv(self) -> list[str]:
         return worker_argv(self.queues, self.concurrency, f"{self.name}@%h")
@@ -93,20 +94,22 @@ class Worker:
 # hold up the others. Embedding is CPU-bound and gets its own worker, so neither kind of
 # work can starve the other. Warming gets a third: its searches wait on Postgres, and
 # during a vector stall the embedding of new listings waited behind them
-# (docs/architecture.md).
+# (docs/architecture.md). Embedding can wait for searches: it runs at a lower CPU priority.
+EMBED_WORKER_NICE = 10
 WORKERS = (
     Worker("ingest-worker", "ingestion", 4),
-    Worker("embed-worker", "embedding", 1),
+    Worker("embed-worker", "embedding", 1, nice=EMBED_WORKER_NICE),
     Worker("warm-worker", "warming", 1),
 )
 
 
-def _commands(port: int) -> list[tuple[str, list[str]]]:
+def _commands(port: int) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Each child's name, argv and the environment it adds."""
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip
-    workers = [(worker.name, worker.argv()) for worker in WORKERS]
-    return [*workers, ("beat", beat), ("web", web_argv(port))]
+    workers = [(w.name, w.argv(), {"WORKER_NICE": str(w.nice)}) for w in WORKERS]
+    return [*workers, ("beat", beat, {}), ("web", web_argv(port), {})]
 
 
 def _prepare_metrics_dir() -> None:
@@ -161,8 +164,8 @@ def main() -> int:
         if subprocess.run(manage, cwd=embedded.REPO_DIR, check=False).returncode != 0:
             print("bootstrap failed; stopping", flush=True)
             return 1
-        for name, argv in _commands(port):
-            children.append(_spawn(name, argv))
+        for name, argv, added_env in _commands(port):
+            children.append(_spawn(name, argv, added_env))
         _wait_until_ready(port, children, stopping)
         _announce(port)
         while not stopping.wait(0.5):

@@ -1,0 +1,30 @@
+"""The embedding worker yields the CPU to searches: WORKER_NICE (searchsite/celery.py)
+lowers a Celery worker's priority, its pool's too, and `make run` sets it for the
+embedding worker only (searchsite/supervisor.py)."""
+
+import os
+
+import psutil
+
+from searchsite.supervisor import WORKERS
+from tests.conftest import start_worker, stop_worker, wait_until
+
+
+def test_a_worker_with_worker_nice_runs_its_pool_at_that_lower_priority(
+    child_env: dict[str, str],
+) -> None:
+    ours = os.nice(0)
+    worker = start_worker({**child_env, "WORKER_NICE": "7"}, name="nice-worker", queues="embedding")
+    try:
+        main = psutil.Process(worker.pid)
+        wait_until(main.children, 30, "the worker's pool process")
+        pool = main.children()
+        assert {process.nice() for process in [main, *pool]} == {min(ours + 7, 19)}
+    finally:
+        stop_worker(worker)
+
+
+def test_make_run_lowers_the_embedding_worker_alone() -> None:
+    nice = {worker.name: worker.nice for worker in WORKERS}
+    assert nice.pop("embed-worker") > 0
+    assert set(nice.values()) == {0}  # fetching and warming keep their priority
