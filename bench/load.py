@@ -130,7 +130,12 @@ def overload_checks(step: Step, sustainable_rate: float, deadline_ms: float) -> 
     figures = step.figures
     good = figures.completed_rate / sustainable_rate
     within = figures.latency_ms["max"] <= deadline_ms + 50 and figures.no_response == 0
-    return {"label": step.label, "good_share_of_sustainable": round(good, 3), "on_time": within}
+    return {
+        "label": step.label,
+        "good_share_of_sustainable": round(good, 3),
+        "on_time": within,
+        "slowest_ms": figures.slowest_ms,
+    }
 
 
 HEADER = (

@@ -268,6 +268,9 @@ class StepFigures:
     in_flight_littles_law: float  # offered rate x mean latency
     in_flight_sampled: float  # the client's outstanding requests, mean of the samples
     probes: dict[str, float]  # each probe's figure over the step (see _probed)
+    # The slowest answer of each outcome (a 200's mode, a 503's first reason): whether the
+    # late ones were searches or refusals says where the time went.
+    slowest_ms: dict[str, float]
 
     @property
     def fallback_share(self) -> float:
@@ -302,7 +305,18 @@ def summarise(step: Run) -> StepFigures:
         in_flight_littles_law=len(records) / seconds * float(np.mean(latencies)) / 1000,
         in_flight_sampled=float(np.mean(step.in_flight_samples)) if step.in_flight_samples else 0,
         probes={key: _probed(key, step.probes) for key in sorted(probe_keys)},
+        slowest_ms=_slowest(records),
     )
+
+
+def _slowest(records: Sequence[Record]) -> dict[str, float]:
+    slowest: dict[str, float] = {}
+    for record in records:
+        outcome = _kind(record)
+        if record.status == 503 and record.reasons:
+            outcome = f"503 {record.reasons[0]}"
+        slowest[outcome] = round(max(slowest.get(outcome, 0.0), record.latency_ms), 1)
+    return slowest
 
 
 def _probed(key: str, samples: Sequence[Mapping[str, float]]) -> float:
