@@ -95,6 +95,9 @@ class Listing(models.Model):
     all_day = models.BooleanField(default=False)
     url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # An editor withdrew it: only an editor's restore brings it back, never a source's
+    # next version of one of its records (ingestion/upsert.py).
+    withdrawn_by_editor = models.BooleanField(default=False)
     audience = _audience_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -221,7 +221,8 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
         if getattr(listing, name) != value:
             text_changed |= name in EMBEDDED_FIELDS
             setattr(listing, name, value)
-    listing.status = Listing.Status.ACTIVE
+    if not listing.withdrawn_by_editor:  # a source never overrules an editor
+        listing.status = Listing.Status.ACTIVE
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind
     return text_changed

@@ -172,6 +172,29 @@ def test_withdrawing_asks_why_first_and_keeps_the_reason(editor: Client) -> None
     assert "Withdrawn: Cancelled by the venue (editors-member" in _change_page(editor, listing)
 
 
+def test_a_listing_an_editor_withdrew_stays_withdrawn_when_its_source_changes_it(
+    editor: Client,
+) -> None:
+    feed = source("Publisher feed")
+    listing = _listing("Organ recital", feed=feed, external_id="organ")
+    _act(editor, "withdraw", [listing], confirmed="yes", reason="Cancelled by the venue")
+    apply_draft(feed, draft("organ", title="Organ recital (new date)"), timezone.now())
+    listing.refresh_from_db()
+    assert (listing.title, listing.status) == ("Organ recital (new date)", "withdrawn")
+
+    _act(editor, "restore", [listing], confirmed="yes", reason="On again")
+    apply_draft(feed, draft("organ", title="Organ recital, moved"), timezone.now())
+    listing.refresh_from_db()
+    assert listing.status == Listing.Status.ACTIVE
+    # A listing its source withdrew comes back with the source's next version, as ever.
+    apply_draft(feed, draft("organ", title="Organ recital, moved", withdrawn=True), timezone.now())
+    listing.refresh_from_db()
+    assert listing.status == Listing.Status.WITHDRAWN
+    apply_draft(feed, draft("organ", title="Organ recital, on"), timezone.now())
+    listing.refresh_from_db()
+    assert listing.status == Listing.Status.ACTIVE
+
+
 def test_restoring_queues_the_embedding_once_committed_and_logs_the_reason(
     editor: Client, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:

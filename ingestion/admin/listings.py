@@ -80,7 +80,10 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
     # alias_text: the annotation get_queryset adds.
     search_fields = ("title", "venue", "alias_text")
     date_hierarchy = "starts_at"
+    # The status changes only through the actions, which ask for a reason.
     readonly_fields = (
+        "status",
+        "withdrawn_by_editor",
         "embedded_in",
         "status_note",
         "content_version",
@@ -198,7 +201,11 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
             changed = Listing.objects.filter(pk__in=[listing.pk for listing in listings])
             changed = changed.exclude(status=status).select_for_update()
             pks = list(changed.values_list("pk", flat=True))
-            Listing.objects.filter(pk__in=pks).update(status=status, updated_at=timezone.now())
+            Listing.objects.filter(pk__in=pks).update(
+                status=status,
+                withdrawn_by_editor=status == Listing.Status.WITHDRAWN,
+                updated_at=timezone.now(),
+            )
             LogEntry.objects.log_actions(
                 user_id=editor,
                 queryset=Listing.objects.filter(pk__in=pks),
