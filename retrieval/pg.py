@@ -181,8 +181,17 @@ async def get_pool() -> AsyncConnectionPool:
             reconnect_timeout=RECONNECT_TIMEOUT_S,
         )
         _pools[loop] = pool
-        # Wait for the first connections: a search must not pay for connecting.
-        await pool.open(wait=True)
+        await pool.open(wait=False)
+        # Wait for a first connection, so a search need not pay for connecting; but for
+        # a bounded time: with Postgres down, the pool's own wait was 30 s for the first
+        # searches of a process started meanwhile. After that the outage is known and
+        # the searches after them fail at once.
+        try:
+            async with pool.connection(timeout=PROBE_TIMEOUT_S):
+                pass
+        except PoolTimeout as exc:
+            _lost(pool)
+            raise DatabaseUnavailableError("Postgres did not answer a first connection") from exc
     return pool
 
 

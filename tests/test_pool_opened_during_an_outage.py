@@ -1,0 +1,37 @@
+"""A process whose search pool first opens while Postgres is unreachable (retrieval/pg.py):
+its first search waits about a second for a connection, where opening the pool used to wait
+30 s, and the searches after it fail at once, as in an outage that began under a
+statement."""
+
+import time
+
+import pytest
+
+from retrieval import pg
+from tests.conftest import free_port
+
+BUDGET_S = 0.05
+
+
+async def _search_connection() -> None:
+    async with pg.connection(BUDGET_S):
+        raise AssertionError("connected to a server that does not exist")
+
+
+async def test_a_pool_opened_while_postgres_is_down_fails_its_searches_fast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nobody = f"host=127.0.0.1 port={free_port()} dbname=listings user=search connect_timeout=2"
+    monkeypatch.setattr(pg, "conninfo", lambda: nobody)
+    try:
+        started = time.perf_counter()
+        with pytest.raises(pg.DatabaseUnavailableError):
+            await _search_connection()
+        assert time.perf_counter() - started < pg.PROBE_TIMEOUT_S + 0.5
+
+        started = time.perf_counter()
+        with pytest.raises(pg.DatabaseUnavailableError):
+            await _search_connection()
+        assert time.perf_counter() - started < 0.01
+    finally:
+        await pg.close_pool()
