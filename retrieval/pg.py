@@ -167,29 +167,33 @@ def _lost(pool: AsyncConnectionPool) -> None:
         _outages[pool] = _Outage(pool)
 
 
+def _new_pool() -> AsyncConnectionPool:
+    return AsyncConnectionPool(
+        conninfo(),
+        min_size=settings.SEARCH_POOL_MIN,
+        max_size=settings.SEARCH_POOL_MAX,
+        configure=_configure,
+        open=False,
+        name="search",
+        reconnect_timeout=RECONNECT_TIMEOUT_S,
+    )
+
+
 async def get_pool() -> AsyncConnectionPool:
     loop = asyncio.get_running_loop()
     pool = _pools.get(loop)
     if pool is None:
-        pool = AsyncConnectionPool(
-            conninfo(),
-            min_size=settings.SEARCH_POOL_MIN,
-            max_size=settings.SEARCH_POOL_MAX,
-            configure=_configure,
-            open=False,
-            name="search",
-            reconnect_timeout=RECONNECT_TIMEOUT_S,
-        )
-        _pools[loop] = pool
-        await pool.open(wait=False)
-        # Wait for a first connection, so a search need not pay for connecting; but for
-        # a bounded time: with Postgres down, the pool's own wait was 30 s for the first
-        # searches of a process started meanwhile. After that the outage is known and
-        # the searches after them fail at once.
+        pool = _pools[loop] = _new_pool()
+        # Wait for the first connections, so a search need not pay for connecting (the
+        # lexical and vector stages each take one at once); but for a bounded time: with
+        # Postgres down, the pool's own wait was 30 s for the first searches of a process
+        # started meanwhile. psycopg closes a pool that timed out: one that keeps trying
+        # takes its place, the outage known, so the searches after these fail at once.
         try:
-            async with pool.connection(timeout=PROBE_TIMEOUT_S):
-                pass
+            await pool.open(wait=True, timeout=PROBE_TIMEOUT_S)
         except PoolTimeout as exc:
+            pool = _pools[loop] = _new_pool()
+            await pool.open(wait=False)
             _lost(pool)
             raise DatabaseUnavailableError("Postgres did not answer a first connection") from exc
     return pool
