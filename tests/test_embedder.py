@@ -378,7 +378,7 @@ def test_onnx_queries_get_a_one_thread_session_and_batches_their_own(
 
     monkeypatch.setattr(ort, "InferenceSession", recording_session)
     embedder = Embedder.load("onnx", cache_dir=onnx_cache_dir, threads=2)
-    assert sessions == []  # neither is loaded before it is used
+    assert sessions == [1]  # the query session at once; the batch session when it is used
     embedder.embed_query("a query")
     embedder.embed_query("another query")
     assert sessions == [1]

@@ -65,9 +65,10 @@ class Embedder:
             # many single queries at once, side by side on the cores (retrieval/query_embedder.py),
             # and two threads each oversubscribed them: with one, the capacity limit of
             # bench/capacity.py doubled (docs/reliability.md). A batch has one pass at a time to
-            # spread over the cores.
+            # spread over the cores. The query session is made now, as a first query must not
+            # pay for it; the batch session on the first batch, which a web process never has.
             return cls(
-                OnnxEncoder(model_path, threads or default_threads(), spin),
+                OnnxEncoder(model_path, threads or default_threads(), spin, eager=False),
                 runtime,
                 query_cache_size,
                 query_encoder=OnnxEncoder(model_path, QUERY_THREADS, spin),

@@ -13,17 +13,18 @@ from ingestion.embedding.model import load_tokenizer
 
 
 class OnnxEncoder:
-    """One onnxruntime session with `threads` intra-op threads, created on first use: a web
-    process only ever embeds queries, an embedding worker only batches, and neither should
-    hold the other's session."""
+    """One onnxruntime session with `threads` intra-op threads, made at once when `eager`,
+    else on first use (a web process never embeds a batch)."""
 
-    def __init__(self, model_path: Path, threads: int, spin: bool = False) -> None:
+    def __init__(
+        self, model_path: Path, threads: int, spin: bool = False, *, eager: bool = True
+    ) -> None:
         self._model_path = model_path
         self.threads = threads
         self._spin = spin
         self._tokenizer = load_tokenizer()
-        self._session: ort.InferenceSession | None = None
         self._session_lock = threading.Lock()
+        self._session: ort.InferenceSession | None = self._load() if eager else None
 
     def _loaded(self) -> ort.InferenceSession:
         if self._session is None:
