@@ -18,6 +18,7 @@ hold the same scenarios to their properties at a small scale.
 """
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -158,6 +159,8 @@ def _report(load: Load, began: float, ended: float) -> None:
     ]  # fmt: skip
     for name, value in rows:
         print(f"{name:<40}{value}")
+    for sample in untruthful(samples)[:3]:  # what disagreed, to read
+        print(f"disagreeing answer: {json.dumps(sample.body)[:600]}")
 
 
 if __name__ == "__main__":

@@ -145,9 +145,10 @@ def hung(samples: Sequence[Sample]) -> list[Sample]:
 
 def untruthful(samples: Sequence[Sample]) -> list[Sample]:
     """Answers whose `mode` and `reasons` disagree with what their results show: a hybrid
-    answer without a vector match or with a reason a stage was missing, a fallback
-    without a reason, a lexical fallback with a vector match, a cache fallback without a
-    cache age (the mode names which stages answered: retrieval/hybrid.py)."""
+    answer with a reason a stage was missing, or degraded; a fallback without a reason, a
+    lexical fallback with a vector match, a cache fallback without a cache age (the mode
+    names which stages answered: retrieval/hybrid.py). A hybrid answer need not hold a
+    vector match: listings not yet embedded have none, and both stages may find nothing."""
     return [s for s in samples if s.status == 200 and not _truthful(s.body or {})]
 
 
@@ -161,7 +162,7 @@ def _truthful(body: dict[str, Any]) -> bool:
     mode, reasons = body.get("mode"), set(body.get("reasons", []))
     matched = set().union(*(set(r["matched"]) for r in body.get("results", [])))
     if mode == "hybrid":
-        return not reasons & _MISSING_STAGE and "vector" in matched and not body["degraded"]
+        return not reasons & _MISSING_STAGE and not body["degraded"]
     if not body.get("degraded") or not reasons:
         return False
     if mode == "lexical_fallback":
