@@ -47,6 +47,20 @@ def _poll(source: Source, status: str, minutes_ago: float, **fields: object) -> 
     )
 
 
+def break_down(source: Source, error: str, *, last_success: timedelta) -> None:
+    """`source` failing with a transient `error` five minutes ago, which opened its
+    breaker; its last success `last_success` ago."""
+    now = timezone.now()
+    Source.objects.filter(pk=source.pk).update(
+        breaker_state="open",
+        breaker_opened_at=now - timedelta(minutes=5),
+        last_success_at=now - last_success,
+        last_error=error,
+        last_error_permanent=False,
+        last_error_at=now - timedelta(minutes=5),
+    )
+
+
 def _shown(client: Client, **params: str) -> set[str]:
     response = client.get(reverse(CHANGELIST), params)
     assert response.status_code == 200
@@ -150,15 +164,7 @@ def test_a_source_s_page_shows_its_health_and_latest_polls_with_their_counts(
     editor: Client,
 ) -> None:
     feed = source("Courier")
-    now = timezone.now()
-    Source.objects.filter(pk=feed.pk).update(
-        breaker_state="open",
-        breaker_opened_at=now - timedelta(minutes=5),
-        last_success_at=now - timedelta(hours=2),
-        last_error="HTTP 503 from the publisher",
-        last_error_permanent=False,
-        last_error_at=now - timedelta(minutes=5),
-    )
+    break_down(feed, "HTTP 503 from the publisher", last_success=timedelta(hours=2))
     _poll(feed, Poll.Status.REJECTED, 60, items=1, quarantined=1, error="not XML at line 1")
     for minutes_ago in range(1, 12):
         _poll(feed, Poll.Status.SKIPPED, minutes_ago, error="circuit breaker open")
