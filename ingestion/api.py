@@ -5,7 +5,9 @@ can correct and retry them, and never stop the valid ones of the same request.
 """
 
 import json
+from dataclasses import dataclass
 
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -13,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from ingestion.batches import apply_parse_result
 from ingestion.drafts import ParseResult
-from ingestion.models import Poll
+from ingestion.models import Poll, Source
 from ingestion.parsers.editorial import validate_record
 from ingestion.tasks import schedule_embedding
 from ingestion.tokens import source_for_token
@@ -52,17 +54,11 @@ def post_records(request: HttpRequest) -> JsonResponse:
     result = ParseResult()
     for position, record in enumerate(records):
         result.add(validate_record(record, position))  # a bad one carries its JSON
-    report: list[tuple[int, str, Outcome, str]] = []
-    now = timezone.now()
-    poll = apply_parse_result(
-        source, result, fetched_at=now, started_at=now, snapshot=False, report=report
-    )
-    if poll.new or poll.updated:
-        schedule_embedding()
+    entered = enter_records(source, result)
     return JsonResponse(
         {
-            "poll": poll.pk,
-            "counts": {name: getattr(poll, name) for name in Poll.COUNTS},
+            "poll": entered.poll.pk,
+            "counts": {name: getattr(entered.poll, name) for name in Poll.COUNTS},
             "results": [
                 {
                     "position": position,
@@ -70,7 +66,31 @@ def post_records(request: HttpRequest) -> JsonResponse:
                     "outcome": outcome.value,
                     "error": reason or None,
                 }
-                for position, external_id, outcome, reason in sorted(report, key=lambda r: r[0])
+                for position, external_id, outcome, reason in entered.results
             ],
         }
     )
+
+
+@dataclass(frozen=True)
+class Entered:
+    poll: Poll
+    # (position, external id, outcome, reason) of each record, in the records' order.
+    results: list[tuple[int, str, Outcome, str]]
+
+
+def enter_records(source: Source, result: ParseResult) -> Entered:
+    """The one way editorial records come in, from this API and from the admin's form and
+    upload (ingestion/admin/editorial_entry.py): one poll, a source record (provenance) for
+    each valid record, the invalid ones quarantined beside them, and the embedding queued
+    once it all committed. It supersedes no earlier quarantine: a request or a file is not
+    the source's whole state, as a feed is."""
+    report: list[tuple[int, str, Outcome, str]] = []
+    now = timezone.now()
+    poll = apply_parse_result(
+        source, result, fetched_at=now, started_at=now, snapshot=False, report=report
+    )
+    if poll.new or poll.updated:
+        # After the commit: an embedding worker started before it would not see the rows.
+        transaction.on_commit(schedule_embedding)
+    return Entered(poll, sorted(report, key=lambda row: row[0]))
