@@ -21,7 +21,7 @@ from ingestion.polling import ingest_payload
 from ingestion.tokens import create_token
 from tests import editor_personas
 from tests.browser.conftest import DESKTOP, PHONE
-from tests.browser.pages import scrolls_sideways, serious_violations
+from tests.browser.pages import log_in_to, scrolls_sideways, serious_violations
 from tests.conftest import wait_until
 from tests.feeds import rss
 from tests.live_app import LiveApp
@@ -96,11 +96,7 @@ def editor_context(browser: "Browser") -> "Iterator[BrowserContext]":
 def log_in(page: "Page", app: LiveApp, path: str) -> None:
     """As an editor, through the admin's form, landing on `path`."""
     user = editor_personas.editor()
-    page.goto(f"{app.url}{path}")  # sent to the admin's login, and back after it
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", editor_personas.PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{app.url}{path}")
+    log_in_to(page, f"{app.url}{path}", user.username, editor_personas.PASSWORD)
 
 
 def found(app: LiveApp, title: str) -> bool:
