@@ -1,4 +1,4 @@
-# One image for web, worker and beat; docker-compose.yml picks the command.
+# One image for web, the workers and beat; docker-compose.yml picks the command.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -16,7 +16,10 @@ COPY . .
 # services; a throwaway key, so no secret is baked into the image.
 RUN DJANGO_SECRET_KEY=collectstatic-only DJANGO_SETTINGS_MODULE=searchsite.settings \
     python -m django collectstatic --noinput --verbosity 0
-RUN useradd --create-home searchsite && mkdir -p /app/.run && chown searchsite /app/.run
+# The mount points of docker-compose.yml's volumes, owned by the user that writes to them:
+# a named volume mounted on a missing directory would be root's.
+RUN useradd --create-home searchsite && mkdir -p /app/.run/models /metrics \
+    && chown searchsite /app/.run /app/.run/models /metrics
 USER searchsite
 
 EXPOSE 8000

@@ -1,11 +1,24 @@
-"""No Docker engine runs here, so check docker-compose.yml's shape instead of running it."""
+"""No Docker engine runs here, so check docker-compose.yml's shape instead of running it:
+that it runs what `make run` runs (searchsite/supervisor.py), with the processes' metrics
+in one place, and that Prometheus and Grafana get the files of deploy/."""
 
-from pathlib import Path
+import re
+import sys
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
-COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
+from searchsite import supervisor
+from tests.deploy_files import DASHBOARD, PROMETHEUS, ROOT
+
+COMPOSE = ROOT / "docker-compose.yml"
+GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
+APPLICATION = ("migrate", "web", "beat", *(worker.name for worker in supervisor.WORKERS))
+# `${NAME:-default}` and `${NAME:?message}`: compose's interpolation, which yaml leaves be.
+_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*)|:\?[^}]*)?\}")
 
 
 def _compose() -> dict[str, Any]:
@@ -13,10 +26,45 @@ def _compose() -> dict[str, Any]:
     return compose
 
 
+def _services() -> dict[str, Any]:
+    services: dict[str, Any] = _compose()["services"]
+    return services
+
+
+def _with_defaults(value: str) -> str:
+    """A value as compose reads it with none of its variables set but the defaulted ones."""
+    return _VARIABLE.sub(lambda match: match.group(2) or "", value)
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Where each of a service's volumes is mounted: source -> target."""
+    return {
+        source: target
+        for source, target, *_ in (volume.split(":") for volume in service["volumes"])
+    }
+
+
+def _host_path(service: dict[str, Any], container_path: str) -> Path:
+    """The file of the repository a bind mount puts at container_path."""
+    path = PurePosixPath(container_path)
+    for source, target in _mounts(service).items():
+        if source.startswith("./") and path.is_relative_to(target):
+            return ROOT / source / path.relative_to(target)
+    raise AssertionError(f"nothing of the repository is mounted at {container_path}")
+
+
+def _normalised(argv: list[str]) -> list[str]:
+    """A command with what differs between a container and `make run` named, not given: the
+    interpreter, the address web listens on, beat's schedule file."""
+    named = ["python" if arg == sys.executable else arg for arg in argv]
+    if "--host" in named:
+        named[named.index("--host") + 1] = "<host>"
+    return [re.sub(r"^--schedule=.*", "--schedule=<file>", arg) for arg in named]
+
+
 def test_it_names_every_service_with_a_health_check() -> None:
-    services = _compose()["services"]
-    assert {"postgres", "valkey", "web", "worker", "beat"} <= set(services)
-    for name in ("postgres", "valkey", "web", "worker", "beat"):
+    services = _services()
+    for name in ("postgres", "valkey", "web", "beat", *(w.name for w in supervisor.WORKERS)):
         assert services[name]["healthcheck"]["test"], name
 
 
@@ -28,11 +76,117 @@ def test_it_runs_pgvector_on_postgres_18_and_persists_data() -> None:
 
 
 def test_the_application_services_share_one_image_and_environment() -> None:
-    services = _compose()["services"]
-    for name in ("web", "worker", "beat"):
-        assert services[name]["build"] == "."
-        assert "DATABASE_URL" in services[name]["environment"]
-        assert "REDIS_URL" in services[name]["environment"]
+    services = _services()
+    for name in APPLICATION:
+        assert services[name]["build"] == ".", name
+        assert "DATABASE_URL" in services[name]["environment"], name
+        assert "REDIS_URL" in services[name]["environment"], name
+    for name in set(APPLICATION) - {"migrate"}:
         assert services[name]["depends_on"]["migrate"]["condition"] == (
             "service_completed_successfully"
-        )
+        ), name
+
+
+def test_every_process_make_run_starts_has_a_service_with_its_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("WEB_PROCESSES", raising=False)  # the default process count, both sides
+    services = _services()
+    for name, argv in supervisor._commands(port=8000):
+        command = [_with_defaults(arg) for arg in services[name]["command"]]
+        assert _normalised(command) == _normalised(argv), name
+        # Its connections carry its name, as the supervisor's children's do.
+        assert services[name]["environment"]["SEARCHSITE_ROLE"] == name
+
+
+def test_web_listens_beyond_loopback_and_publishes_only_on_it() -> None:
+    web = _services()["web"]
+    assert web["command"][web["command"].index("--host") + 1] == "0.0.0.0"  # noqa: S104  # other containers reach it
+    assert all(port.startswith("127.0.0.1:") for port in web["ports"])
+
+
+def test_each_worker_health_check_pings_that_worker() -> None:
+    services = _services()
+    for worker in supervisor.WORKERS:
+        check = " ".join(services[worker.name]["healthcheck"]["test"])
+        assert f"-d {worker.name}@$$HOSTNAME" in check, worker.name
+
+
+def test_every_application_process_writes_its_metrics_into_one_directory() -> None:
+    compose = _compose()
+    services = compose["services"]
+    for name in APPLICATION:
+        directory = services[name]["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+        assert _mounts(services[name])["metrics"] == directory, name
+        # One pid namespace: prometheus_client's per-pid file names stay unique across the
+        # containers, and web's sweep sees which of those pids are alive.
+        assert services[name]["pid"] == "service:process-namespace", name
+    assert "pid" not in services["process-namespace"]
+    # Empty at every start, as `make run` empties its directory.
+    assert compose["volumes"]["metrics"]["driver_opts"]["type"] == "tmpfs"
+
+
+def test_prometheus_loads_every_rules_file_and_scrapes_web_with_the_token() -> None:
+    compose = _compose()
+    prometheus = compose["services"]["prometheus"]
+    (config_flag,) = [arg for arg in prometheus["command"] if arg.startswith("--config.file=")]
+    config_path = config_flag.removeprefix("--config.file=")
+    config_file = _host_path(prometheus, config_path)
+    assert config_file == PROMETHEUS / "prometheus.yml"
+    config = yaml.safe_load(config_file.read_text())
+
+    rule_files = {PROMETHEUS / name for name in config["rule_files"]}
+    # The files with rule groups; the others are promtool's tests of them.
+    with_groups = {
+        path for path in PROMETHEUS.glob("*.yml") if "groups" in yaml.safe_load(path.read_text())
+    }
+    assert with_groups
+    assert rule_files == with_groups
+
+    (job,) = config["scrape_configs"]
+    (target,) = [t for static in job["static_configs"] for t in static["targets"]]
+    host, port = target.split(":")
+    web = compose["services"][host]
+    assert web["command"][web["command"].index("--port") + 1] == port
+    assert host in _with_defaults(web["environment"]["DJANGO_ALLOWED_HOSTS"]).split(",")
+    assert job["metrics_path"] == "/metrics"
+
+    # The token file Prometheus reads is the secret compose makes of METRICS_BEARER_TOKEN,
+    # the variable web checks the token against.
+    credentials = PurePosixPath(job["authorization"]["credentials_file"])
+    assert credentials.parent == PurePosixPath("/run/secrets")
+    assert credentials.name in prometheus["secrets"]
+    variable = compose["secrets"][credentials.name]["environment"]
+    assert web["environment"]["METRICS_BEARER_TOKEN"].startswith(f"${{{variable}:?")
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard() -> None:
+    services = _services()
+    grafana = services["grafana"]
+    assert _host_path(grafana, "/etc/grafana/provisioning") == GRAFANA_PROVISIONING
+
+    providers = yaml.safe_load(
+        (GRAFANA_PROVISIONING / "dashboards" / "listings-search.yml").read_text()
+    )
+    (provider,) = providers["providers"]
+    assert _host_path(grafana, provider["options"]["path"]) == DASHBOARD.parent
+    assert DASHBOARD.is_file()
+
+    sources = yaml.safe_load((GRAFANA_PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    (source,) = sources["datasources"]
+    url = urlsplit(source["url"])
+    assert url.hostname in services
+    assert f"127.0.0.1:{url.port}:{url.port}" in services[url.hostname]["ports"]
+
+
+def test_published_ports_are_bound_to_loopback() -> None:
+    for name, service in _services().items():
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), (name, port)
+
+
+def test_no_secret_has_a_default() -> None:
+    text = COMPOSE.read_text()
+    for variable in ("DJANGO_SECRET_KEY", "METRICS_BEARER_TOKEN", "GRAFANA_ADMIN_PASSWORD"):
+        assert f"${{{variable}:?" in text, variable
+        assert f"${{{variable}:-" not in text, variable

@@ -5,10 +5,12 @@ Every page is a fixed number of queries however many rows it shows
 (tests/test_admin_listings.py pins them)."""
 
 from collections.abc import Iterable
+from typing import Any
 
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.widgets import AdminSplitDateTime
 from django.contrib.contenttypes.models import ContentType
 from django.db import models, transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
@@ -98,6 +100,18 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
     # A link typed without a scheme is an https one (Django 6's default, chosen now rather
     # than warned about on every save).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def formfield_for_dbfield(
+        self, db_field: "models.Field[Any, Any]", request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        # The admin's date and time boxes share a label that names neither, so a screen
+        # reader announced them unnamed (axe-core, tests/browser/test_editor_in_browser.py).
+        if field is not None and isinstance(field.widget, AdminSplitDateTime):
+            date_box, time_box = field.widget.widgets
+            date_box.attrs["aria-label"] = f"{field.label}: date"
+            time_box.attrs["aria-label"] = f"{field.label}: time"
+        return field
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Listing]:
         # One query for the whole page, not a count per row.
