@@ -92,3 +92,13 @@ def serious_violations(page: "Page") -> list[str]:
 
 def scrolls_sideways(page: "Page") -> bool:
     return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth"))
+
+
+def log_in_on_the_way_to(page: "Page", url: str, username: str, password: str) -> None:
+    """Opens `url`, which sends the browser to the admin's login form; fills it in and
+    waits to be sent back."""
+    page.goto(url)
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_url(url)

@@ -13,7 +13,7 @@ import pytest
 from retrieval.types import Reason
 from tests import ops_personas
 from tests.browser.conftest import DESKTOP, PHONE, embeddings_locked
-from tests.browser.pages import open_search, scrolls_sideways
+from tests.browser.pages import log_in_on_the_way_to, open_search, scrolls_sideways
 from tests.browser.test_content_security_in_browser import RECORD_VIOLATIONS
 from tests.live_app import LiveApp
 
@@ -41,11 +41,7 @@ def searches_made(page: "Page", app: LiveApp, database_url: str) -> str:
 
 def log_in_to_the_ops_page(page: "Page", app: LiveApp) -> None:
     member = ops_personas.ops_member()
-    page.goto(f"{app.url}/ops/")  # sent to the admin's login, and back after it
-    page.fill("#id_username", member.username)
-    page.fill("#id_password", ops_personas.PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{app.url}/ops/")
+    log_in_on_the_way_to(page, f"{app.url}/ops/", member.username, ops_personas.PASSWORD)
 
 
 def legend(page: "Page", chart: str) -> dict[str, str]:

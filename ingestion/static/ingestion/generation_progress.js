@@ -36,5 +36,8 @@
     window.setTimeout(poll, INTERVAL_MS);
   }
 
-  document.querySelectorAll(".generation-progress[data-ready=false]").forEach(watch);
+  // The admin loads its media in the page's head, before the bars are parsed.
+  document.addEventListener("DOMContentLoaded", () =>
+    document.querySelectorAll(".generation-progress[data-ready=false]").forEach(watch),
+  );
 })();
