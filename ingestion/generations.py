@@ -130,15 +130,35 @@ def mark_ready(generation: IndexGeneration) -> None:
     )
 
 
-def rollback() -> IndexGeneration:
-    """Re-activate the generation that was active before the current one."""
-    previous = (
+def mark_complete_generations_ready() -> int:
+    """Every building generation that holds a current vector of each active listing of its
+    audience becomes READY, in one statement; returns how many. The embedding sweep calls
+    it after its last commit: a claim another sweep holds uncommitted still counts as
+    missing here, and that sweep calls it in turn once its vectors are committed. A listing
+    committed just after the statement is embedded in the ready generation by the next
+    sweep (indexing.py embeds ready generations too), so being ready never goes stale."""
+    complete = with_progress(
+        IndexGeneration.objects.filter(state=IndexGeneration.State.BUILDING)
+    ).filter(embedded__gte=F("active_listings"))
+    return IndexGeneration.objects.filter(
+        pk__in=complete.values("pk"), state=IndexGeneration.State.BUILDING
+    ).update(state=IndexGeneration.State.READY)
+
+
+def previous_generation(audience: str = Audience.PUBLIC) -> IndexGeneration | None:
+    """The generation of `audience` that was active before the current one, if it is kept."""
+    return (
         IndexGeneration.objects.filter(
-            state=IndexGeneration.State.READY, activated_at__isnull=False
+            state=IndexGeneration.State.READY, audience=audience, activated_at__isnull=False
         )
         .order_by("-activated_at")
         .first()
     )
+
+
+def rollback(audience: str = Audience.PUBLIC) -> IndexGeneration:
+    """Re-activate the generation of `audience` that was active before the current one."""
+    previous = previous_generation(audience)
     if previous is None:
         raise ValueError("no previously active generation to roll back to")
     activate(previous)

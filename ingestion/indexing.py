@@ -1,4 +1,5 @@
-"""Embedding listings for every generation that is active or building.
+"""Embedding listings for every live generation: active, building, or ready (built, and
+kept current so that it can be activated, or rolled back to, without falling behind).
 
 Only generations of the model this process runs are embedded here. The work queue is the
 data itself: an active listing without an embedding of its current
@@ -36,7 +37,7 @@ _CLAIM = """
            extract(epoch FROM clock_timestamp() - l.fetched_at)
     FROM ingestion_listing l
     JOIN ingestion_indexgeneration g
-      ON g.state IN ('active', 'building') AND g.embedding_model = %s AND g.dimensions = %s
+      ON g.state IN ('active', 'building', 'ready') AND g.embedding_model = %s AND g.dimensions = %s
      AND g.audience = l.audience
     LEFT JOIN ingestion_listing_embedding e
            ON e.listing_id = l.id AND e.generation_id = g.id

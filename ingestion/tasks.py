@@ -11,7 +11,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ingestion import indexing, polling, scheduling
+from ingestion import generations, indexing, polling, scheduling
 from resilience.redis_clients import get_redis
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,10 @@ def embed_pending() -> int:
     done = indexing.embed_pending(until=deadline)
     if time.monotonic() >= deadline:
         schedule_embedding()  # more work may remain: yield the worker, continue in a new task
+    else:
+        # Nothing was left to claim, and this sweep's vectors are committed: a generation
+        # they completed is ready (generations.mark_complete_generations_ready).
+        generations.mark_complete_generations_ready()
     return done
 
 

@@ -103,12 +103,13 @@ WORKERS = (
 )
 
 
-def _commands(port: int) -> list[tuple[str, list[str], dict[str, str]]]:
-    """Each child's name, argv and the environment it adds."""
+def commands(port: int) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Each child's name, argv and the environment it adds (docker-compose.yml runs the
+    same: tests/test_compose.py)."""
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip
-    workers = [(w.name, w.argv(), {"WORKER_NICE": str(w.nice)}) for w in WORKERS]
+    workers = [(w.name, w.argv(), {"WORKER_NICE": str(w.nice)} if w.nice else {}) for w in WORKERS]
     return [*workers, ("beat", beat, {}), ("web", web_argv(port), {})]
 
 
@@ -164,7 +165,7 @@ def main() -> int:
         if subprocess.run(manage, cwd=embedded.REPO_DIR, check=False).returncode != 0:
             print("bootstrap failed; stopping", flush=True)
             return 1
-        for name, argv, added_env in _commands(port):
+        for name, argv, added_env in commands(port):
             children.append(_spawn(name, argv, added_env))
         _wait_until_ready(port, children, stopping)
         _announce(port)

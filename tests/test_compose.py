@@ -92,11 +92,14 @@ def test_every_process_make_run_starts_has_a_service_with_its_command(
 ) -> None:
     monkeypatch.delenv("WEB_PROCESSES", raising=False)  # the default process count, both sides
     services = _services()
-    for name, argv in supervisor._commands(port=8000):
+    for name, argv, added_env in supervisor.commands(port=8000):
         command = [_with_defaults(arg) for arg in services[name]["command"]]
         assert _normalised(command) == _normalised(argv), name
-        # Its connections carry its name, as the supervisor's children's do.
-        assert services[name]["environment"]["SEARCHSITE_ROLE"] == name
+        # Its connections carry its name, as the supervisor's children's do; and it gets
+        # what else the supervisor gives it (the embedding worker's lower CPU priority).
+        environment = services[name]["environment"]
+        assert environment["SEARCHSITE_ROLE"] == name
+        assert {key: str(environment.get(key)) for key in added_env} == added_env, name
 
 
 def test_web_listens_beyond_loopback_and_publishes_only_on_it() -> None:

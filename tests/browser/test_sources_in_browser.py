@@ -15,6 +15,7 @@ from django.utils import timezone
 from ingestion.models import Poll, Source
 from tests import ops_personas
 from tests.browser.conftest import DESKTOP, PHONE
+from tests.browser.pages import log_in_to
 from tests.live_app import LiveApp
 from tests.test_admin_sources import break_down
 
@@ -80,11 +81,7 @@ def superuser(transactional_db: None) -> str:
 
 
 def _log_in(page: "Page", app: LiveApp, username: str) -> None:
-    page.goto(f"{app.url}{LIST}")  # sent to the admin's login, and back after it
-    page.fill("#id_username", username)
-    page.fill("#id_password", ops_personas.PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{app.url}{LIST}")
+    log_in_to(page, f"{app.url}{LIST}", username, ops_personas.PASSWORD)
 
 
 def _names(page: "Page") -> list[str]:
