@@ -17,7 +17,7 @@ def test_a_worker_with_worker_nice_runs_its_pool_at_that_lower_priority(
     worker = start_worker({**child_env, "WORKER_NICE": "7"}, name="nice-worker", queues="embedding")
     try:
         main = psutil.Process(worker.pid)
-        wait_until(main.children, 30, "the worker's pool process")
+        wait_until(lambda: bool(main.children()), 30, "the worker's pool process")
         pool = main.children()
         assert {process.nice() for process in [main, *pool]} == {min(ours + 7, 19)}
     finally:
