@@ -25,8 +25,14 @@ logfile {dir}/valkey.log
 appendonly yes
 appendfsync everysec
 save 60 1
-maxmemory-policy noeviction
+maxmemory 256mb
+maxmemory-policy volatile-lru
 """
+# Every distinct search's ranking is cached for a day (SEARCH_CACHE_TTL_S), so the cache
+# alone would grow with the queries a day brings. At the cap the least recently used key
+# *with a time to live* goes: cached rankings, sessions, breaker counters. Celery's queues
+# and the breaker's state have none and are never evicted (a write that needs their room
+# fails instead, as with noeviction).
 
 
 def url(data_dir: Path) -> str:
