@@ -55,10 +55,10 @@ def remove_bench_sources() -> None:
     """The sources the benches ingest into (the feed's, the stall's, bench/ingest.py's) and
     their listings, from this run or one that did not clean up: the bench database keeps
     exactly the listings it was built with."""
+    from django.db import connection
+
     from evaluation.sweep_stream import remove_stream
     from ingestion.models import Source
-
-    from django.db import connection
 
     removed = False
     for source in Source.objects.filter(name__in=(FEED_SOURCE, STALL_SOURCE)) | (
