@@ -110,8 +110,8 @@ def _embeddings_locked(outage_s: float) -> None:
 FAULTS: dict[str, tuple[Callable[[float], None], float]] = {
     "valkey": (_valkey_restarted, 30.0),
     "postgres": (_postgres_restarted, 10.0),
-    "embed-worker": (lambda s: _stalled_worker("embed", s), 30.0),
-    "ingest-worker": (lambda s: _stalled_worker("ingest", s), 5.0),
+    "embed-worker": (lambda s: _stalled_worker("embed-worker", s), 30.0),
+    "ingest-worker": (lambda s: _stalled_worker("ingest-worker", s), 5.0),
     "lock": (_embeddings_locked, 5.0),
 }
 
