@@ -137,10 +137,11 @@ def stack(*, warming: bool) -> Iterator[str]:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="bench-metrics-")
     port = _free_port()
     wanted = {"embed-worker", "warm-worker"} if warming else {"embed-worker"}
-    argvs = [w.argv() for w in WORKERS if w.name in wanted] + [web_argv(port, "warning")]
+    started = [(w.argv(), w.env()) for w in WORKERS if w.name in wanted]
+    started.append((web_argv(port, "warning"), {}))
     children = [
-        subprocess.Popen(argv, cwd=REPO, env=dict(os.environ), start_new_session=True)
-        for argv in argvs
+        subprocess.Popen(argv, cwd=REPO, env={**os.environ, **env}, start_new_session=True)
+        for argv, env in started
     ]
     base = f"http://127.0.0.1:{port}"
     try:

@@ -78,7 +78,7 @@ def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> Non
 @contextmanager
 def embedding_worker() -> Iterator[psutil.Process]:
     """A Celery worker for embedding (and warming) with one process, as `make run` has."""
-    from searchsite.supervisor import EMBED_WORKER_NICE, STOP_TIMEOUT_S, worker_argv
+    from searchsite.supervisor import BACKGROUND_NICE, STOP_TIMEOUT_S, worker_argv
 
     worker = subprocess.Popen(
         worker_argv("embedding,warming", 1, "bench-load-embed@%h", "WARNING"),
@@ -86,7 +86,7 @@ def embedding_worker() -> Iterator[psutil.Process]:
         env={
             **os.environ,
             "SEARCHSITE_ROLE": "embed-worker",
-            "WORKER_NICE": str(EMBED_WORKER_NICE),
+            "WORKER_NICE": str(BACKGROUND_NICE),
         },
         start_new_session=True,
     )

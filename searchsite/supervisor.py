@@ -89,17 +89,23 @@ class Worker:
     def argv(self) -> list[str]:
         return worker_argv(self.queues, self.concurrency, f"{self.name}@%h")
 
+    def env(self) -> dict[str, str]:
+        """What it adds to the environment it is started with."""
+        return {"WORKER_NICE": str(self.nice)} if self.nice else {}
+
 
 # Fetching waits on the network, so it gets several processes: one stalled source must not
 # hold up the others. Embedding is CPU-bound and gets its own worker, so neither kind of
 # work can starve the other. Warming gets a third: its searches wait on Postgres, and
 # during a vector stall the embedding of new listings waited behind them
-# (docs/architecture.md). Embedding can wait for searches: it runs at a lower CPU priority.
-EMBED_WORKER_NICE = 10
+# (docs/architecture.md). Embedding and warming can wait for searches: they run at a lower
+# CPU priority, the same for both (warming above embedding slowed the catch-up after a
+# vector stall by a third: docs/reliability.md).
+BACKGROUND_NICE = 10
 WORKERS = (
     Worker("ingest-worker", "ingestion", 4),
-    Worker("embed-worker", "embedding", 1, nice=EMBED_WORKER_NICE),
-    Worker("warm-worker", "warming", 1),
+    Worker("embed-worker", "embedding", 1, nice=BACKGROUND_NICE),
+    Worker("warm-worker", "warming", 1, nice=BACKGROUND_NICE),
 )
 
 
@@ -109,7 +115,7 @@ def commands(port: int) -> list[tuple[str, list[str], dict[str, str]]]:
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip
-    workers = [(w.name, w.argv(), {"WORKER_NICE": str(w.nice)} if w.nice else {}) for w in WORKERS]
+    workers = [(worker.name, worker.argv(), worker.env()) for worker in WORKERS]
     return [*workers, ("beat", beat, {}), ("web", web_argv(port), {})]
 
 

@@ -1,6 +1,6 @@
 """The embedding worker yields the CPU to searches: WORKER_NICE (searchsite/celery.py)
 lowers a Celery worker's priority, its pool's too, and `make run` sets it for the
-embedding worker only (searchsite/supervisor.py)."""
+embedding and warming workers (searchsite/supervisor.py)."""
 
 import os
 
@@ -24,7 +24,7 @@ def test_a_worker_with_worker_nice_runs_its_pool_at_that_lower_priority(
         stop_worker(worker)
 
 
-def test_make_run_lowers_the_embedding_worker_alone() -> None:
+def test_make_run_lowers_embedding_and_warming_alike_and_leaves_fetching() -> None:
     nice = {worker.name: worker.nice for worker in WORKERS}
-    assert nice.pop("embed-worker") > 0
-    assert set(nice.values()) == {0}  # fetching and warming keep their priority
+    assert nice["embed-worker"] == nice["warm-worker"] > 0
+    assert nice["ingest-worker"] == 0  # a poll's parsing is what makes listings searchable
