@@ -99,8 +99,9 @@ class Worker:
 # work can starve the other. Warming gets a third: its searches wait on Postgres, and
 # during a vector stall the embedding of new listings waited behind them
 # (docs/architecture.md). Embedding and warming can wait for searches: they run at a lower
-# CPU priority, the same for both (warming above embedding slowed the catch-up after a
-# vector stall by a third: docs/reliability.md).
+# CPU priority, the same for both (warming, with the two at one priority, still slowed the
+# embedding's catch-up after a vector stall by a third: docs/reliability.md; above it,
+# it would take more).
 BACKGROUND_NICE = 10
 WORKERS = (
     Worker("ingest-worker", "ingestion", 4),
