@@ -1,5 +1,4 @@
 import os
-import sys
 
 import django
 
@@ -10,15 +9,6 @@ django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 from searchsite.handler import SearchASGIHandler  # noqa: E402
 
 application = SearchASGIHandler()
-
-
-def _share_the_gil() -> None:
-    from django.conf import settings
-
-    sys.setswitchinterval(settings.WEB_GIL_SWITCH_INTERVAL_MS / 1000)
-
-
-_share_the_gil()
 
 
 def _warm_up() -> None:

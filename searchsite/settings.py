@@ -264,11 +264,6 @@ SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
 # Search requests one web process serves at once; past it the door answers 503 at once
 # (retrieval/door.py). Chosen by measurement, docs/reliability.md.
 SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
-# How long a web process's thread may hold the GIL while another waits for it
-# (sys.setswitchinterval): a query being embedded in a thread (retrieval/query_embedder.py)
-# waits up to this long for the event loop's Python at each step it takes in Python.
-# Python's default is 5 ms; docs/reliability.md measures the choice.
-WEB_GIL_SWITCH_INTERVAL_MS = env_float("WEB_GIL_SWITCH_INTERVAL_MS", 5.0)
 # A proxy in front that stamps X-Request-Start (and strips the clients' own): only then
 # may a search's deadline count from the proxy's receipt (retrieval/arrival.py).
 SEARCH_TRUST_X_REQUEST_START = env_bool("SEARCH_TRUST_X_REQUEST_START", False)
