@@ -22,12 +22,14 @@ def test_directories_escapes_and_unknown_paths_are_not_found(client: Client) -> 
 
 def test_pages_name_assets_by_content_and_those_are_cached_for_good(client: Client) -> None:
     page = client.get("/").content.decode()
-    stylesheet = re.search(r'href="/static/(retrieval/search\.[0-9a-f]{12}\.css)"', page)
-    assert stylesheet, "the page names its stylesheet by content"
-    response = client.get(f"/static/{stylesheet.group(1)}")
-    assert response.status_code == 200
-    assert response["Cache-Control"] == "public, max-age=31536000, immutable"
-    assert b":focus-visible" in response.getvalue()
+    # The shared sheet, then the page's own, each as it really is.
+    for name, rule in (("base", b":focus-visible"), ("search", b"#preview")):
+        stylesheet = re.search(rf'href="/static/(retrieval/{name}\.[0-9a-f]{{12}}\.css)"', page)
+        assert stylesheet, f"the page names its {name} stylesheet by content"
+        response = client.get(f"/static/{stylesheet.group(1)}")
+        assert response.status_code == 200
+        assert response["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert rule in response.getvalue()
 
 
 @pytest.mark.django_db
