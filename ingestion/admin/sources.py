@@ -52,6 +52,18 @@ def poll_now(sources: QuerySet[Source]) -> int:
     return len(polled)
 
 
+HEALTH = (
+    "breaker_state",
+    "breaker_opened_at",
+    "last_success_at",
+    "since_last_success",
+    "last_errors",
+    "recent_polls",
+    "next_poll_at",
+)
+CONDITIONAL_GET = ("etag", "last_modified")
+
+
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin[Source]):
     list_display = (
@@ -68,33 +80,10 @@ class SourceAdmin(admin.ModelAdmin[Source]):
     search_fields = ("name", "url")
     fieldsets = (
         (None, {"fields": ("name", "kind", "url", "active", "poll_interval_s")}),
-        (
-            "Health",
-            {
-                "fields": (
-                    "breaker_state",
-                    "breaker_opened_at",
-                    "last_success_at",
-                    "since_last_success",
-                    "last_errors",
-                    "recent_polls",
-                    "next_poll_at",
-                )
-            },
-        ),
-        ("Conditional GET", {"fields": ("etag", "last_modified"), "classes": ("collapse",)}),
+        ("Health", {"fields": HEALTH}),
+        ("Conditional GET", {"fields": CONDITIONAL_GET, "classes": ("collapse",)}),
     )
-    readonly_fields = (
-        "breaker_state",
-        "breaker_opened_at",
-        "last_success_at",
-        "since_last_success",
-        "last_errors",
-        "recent_polls",
-        "next_poll_at",
-        "etag",
-        "last_modified",
-    )
+    readonly_fields = (*HEALTH, *CONDITIONAL_GET)  # what polls write, never an editor
     actions = ("pause_sources", "resume_sources", "poll_sources_now", "close_breaker")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Source]:
