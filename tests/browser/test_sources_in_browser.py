@@ -139,5 +139,28 @@ def test_take_the_sources_list_s_screenshots(
             if viewport == DESKTOP:  # the navigation folded away, for the list's columns
                 page.click("#toggle-nav-sidebar")
             page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+            if viewport == DESKTOP:  # back for the entry pages, which want the navigation
+                page.click("#toggle-nav-sidebar")
+            _take_the_editorial_entry_s(page, live_app, out, name.replace("sources", "editorial"))
         finally:
             context.close()
+
+
+# Two records of an upload, the second without the title every record needs.
+UPLOAD = "id,title,venue\nd-1,Harbour walk at dawn,Quay steps\nd-2,,Quay steps\n"
+
+
+def _take_the_editorial_entry_s(page: "Page", app: LiveApp, out: Path, name: str) -> None:
+    """The editorial desk's record form, then an upload's result with its refused row."""
+    desk = Source.objects.get(name="Listings desk")
+    base = f"{app.url}{LIST}{desk.pk}"
+    page.goto(f"{base}/records/add/")
+    page.screenshot(path=str(out / f"{name}-record.png"), full_page=True)
+    page.goto(f"{base}/upload/")
+    page.set_input_files(
+        "input[type=file]",
+        {"name": "desk.csv", "mimeType": "text/csv", "buffer": UPLOAD.encode()},
+    )
+    page.click("input[type=submit]")
+    page.wait_for_load_state()
+    page.screenshot(path=str(out / f"{name}-upload.png"), full_page=True)
