@@ -2,11 +2,19 @@
 
 Django gives every request a ThreadSensitiveContext: the first synchronous call made for
 that request (its own request_started signal and `response.close()` always make one)
-starts a thread for the request, and its end starts another to join it. The search views
-make no synchronous calls of their own, and those two threads were 0.6 ms of each search
-(in-process ASGI, 200 queries, side by side: p50 8.3 against 7.7 ms). So a search without
-a session sends Django's few quick calls (its signals, closing the response) to asgiref's
-one process-wide thread instead.
+starts a thread for the request, and its end starts another to join it. Those two threads
+were 0.6 ms of each search (in-process ASGI, 200 queries, side by side: p50 8.3 against
+7.7 ms). Sent instead to asgiref's one process-wide thread, the same two calls became a
+queue under load: each waits for the GIL that the event loop holds for up to its switch
+interval, so at 45 searches/s the time from a search's body read to its first middleware
+was 26.5 ms at the 90th percentile (44.6 at the 99th), eaten out of a 40 ms vector budget
+that counts from arrival (docs/reliability.md). A search without a session therefore
+makes no synchronous hop at all: `_search_on_the_loop` is Django's `handle` with the two
+calls made on the loop. They are quick there: the receivers of request_started and
+request_finished (resetting and closing this thread's database connections, closing its
+caches, resetting the URLconf) find nothing open on the loop's thread, as a search's SQL
+goes through its own async pools (retrieval/pg.py) and it reads no Django cache. The
+test pins those receivers.
 
 A request with a session cookie keeps its own thread: reading the session is a call to
 the cache that a stalled Redis can hold up, and on the shared thread it would hold up every
@@ -24,12 +32,17 @@ middleware could refuse it. A body over the cap is answered 413, in plain words,
 its length was declared or it came chunked.
 """
 
+import asyncio
+import contextlib
 import json
 from typing import IO, Any
 
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
-from django.urls import reverse
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import HttpResponseBase
+from django.urls import reverse, set_script_prefix
 
 from retrieval import arrival, metrics
 from retrieval.service import front_door
@@ -90,10 +103,53 @@ class SearchASGIHandler(ASGIHandler):
             if _has_session(headers):
                 await super().__call__(scope, receive, send)
             else:
-                await self.handle(scope, receive, send)
+                await self._search_on_the_loop(scope, receive, send)
         finally:
             metrics.REQUESTS_IN_FLIGHT.dec()
             slot.release()
+
+    async def _search_on_the_loop(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django 5.2's `ASGIHandler.handle`, its signals sent and its response closed on the
+        loop, not through `sync_to_async`; the caller leaving still cancels the view."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        except _BodyTooLargeError:
+            await _too_large(send)
+            return
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:  # then Django made the error response instead
+            body_file.close()
+            if error_response is not None:
+                await self.send_response(error_response, send)
+                error_response.close()
+            return
+
+        async def respond() -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client left mid-send
+                await self.send_response(response, send)
+            return response
+
+        listening = asyncio.create_task(self.listen_for_disconnect(receive))
+        responding = asyncio.create_task(respond())
+        await asyncio.wait((listening, responding), return_when=asyncio.FIRST_COMPLETED)
+        for task in (listening, responding):  # the listener first, as Django does
+            if task.done():
+                with contextlib.suppress(RequestAborted):
+                    task.result()
+            else:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if responding.cancelled():
+            signals.request_finished.send(sender=self.__class__)
+        else:
+            responding.result().close()
+        body_file.close()
 
     def _search_surface(self, scope: dict[str, Any]) -> str | None:
         """ "api" or "page" for a search request, else None."""

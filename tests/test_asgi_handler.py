@@ -1,12 +1,19 @@
-"""The ASGI handler (searchsite/handler.py): an anonymous search starts no thread, while a
-search with a session, and every other path, keeps Django's thread per request."""
+"""The ASGI handler (searchsite/handler.py): an anonymous search starts no thread and hops
+to none, while a search with a session, and every other path, keeps Django's thread per
+request."""
 
 import threading
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import SyncToAsync
 from django.conf import settings
+from django.core import signals
+from django.core.cache import close_caches
+from django.core.handlers.base import reset_urlconf
+from django.db import close_old_connections, reset_queries
 from pytest_django.fixtures import Settings
 
 from searchsite.handler import SearchASGIHandler
@@ -44,6 +51,59 @@ async def test_a_search_starts_no_thread(
     assert response.status_code == 200
     assert "Jazz quartet at the riverside" in response.text  # a result, not the echoed query
     assert thread_starts == []
+
+
+@pytest.mark.parametrize("path", ["/api/search", "/"])
+async def test_a_search_hands_nothing_to_a_thread_and_still_sends_the_signals(
+    path: str,
+    client: httpx.AsyncClient,
+    indexed_listings: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every call sent to asgiref's process-wide thread waits there for the GIL: under load
+    the two of each search made a queue (docs/reliability.md)."""
+    hops: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def recording(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", recording)
+    sent: list[str] = []
+
+    def started(**_: object) -> None:
+        sent.append("started")
+
+    def finished(**_: object) -> None:
+        sent.append("finished")
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        response = await client.get(path, params={"q": "jazz"})
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert response.status_code == 200
+    assert "Jazz quartet at the riverside" in response.text
+    assert hops == []
+    assert sent == ["started", "finished"]
+
+
+def test_the_request_signals_have_only_the_receivers_known_to_be_quick_on_the_loop() -> None:
+    """A search sends these signals on the event loop: a receiver added to them (by an app
+    or a library) must be one that cannot block, so adding one is a decision, made here."""
+
+    def receivers(signal: Any) -> set[object]:
+        return {reference() for _, reference, *_ in signal.receivers}
+
+    assert receivers(signals.request_started) == {reset_queries, close_old_connections}
+    assert receivers(signals.request_finished) == {
+        close_old_connections,
+        close_caches,
+        reset_urlconf,
+    }
 
 
 async def test_a_search_with_a_session_keeps_a_thread_of_its_own(
