@@ -8,6 +8,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
+from resilience.token_bucket import TokenBucket
 from retrieval.admission import AdmissionLimit
 from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
@@ -78,8 +79,11 @@ def dependencies() -> Dependencies:
         active_generation=active_generation,
         breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
-        # Warming is work a process turning searches away can go without.
-        warm=schedule_warming_unless(front_door().shedding),
+        # Warming is work a process turning searches away can go without, and bounded.
+        warm=schedule_warming_unless(
+            front_door().shedding,
+            TokenBucket(settings.SEARCH_WARMING_PER_S, burst=settings.SEARCH_WARMING_PER_S),
+        ),
     )
 
 

@@ -20,6 +20,7 @@ from celery import current_app
 from redis.exceptions import RedisError
 
 from resilience.redis_clients import get_redis
+from resilience.token_bucket import TokenBucket
 from retrieval import metrics
 from retrieval.cache import async_redis
 from retrieval.types import DateFilter, Query, SearchFilters
@@ -69,13 +70,23 @@ async def schedule_warming(key: str, query: Query) -> None:
     metrics.WARMING.labels(event="enqueued").inc()
 
 
-def schedule_warming_unless(skip: Callable[[], bool]) -> WarmScheduler:
+def schedule_warming_unless(skip: Callable[[], bool], rate: TokenBucket) -> WarmScheduler:
     """`schedule_warming`, except while `skip()` is true (the web process shedding load:
-    warming is work it can go without), counted as skipped."""
+    warming is work it can go without), counted as skipped, and beyond `rate`, counted as
+    over_rate.
+
+    The rate is the bound on what warming may take from searches. Each warming search
+    costs about as much as the search that timed out (an embedding and a vector search,
+    on the same two cores), and under load the timeouts come from load: at 45 searches/s,
+    warming every one of them took a fifth of a core and made the share of fallbacks
+    rise from 36-38 % to 48-64 %, the 503s from 1-5 to 25-46 a step (docs/reliability.md)."""
 
     async def schedule(key: str, query: Query) -> None:
         if skip():
             metrics.WARMING.labels(event="skipped").inc()
+            return
+        if not rate.take():
+            metrics.WARMING.labels(event="over_rate").inc()
             return
         await schedule_warming(key, query)
 

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
+from pytest_django.fixtures import Settings
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
@@ -32,8 +33,14 @@ def _new_active_generation() -> None:
 
 
 async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
-    async_client: AsyncClient, test_database_url: str, child_env: dict[str, str]
+    async_client: AsyncClient,
+    test_database_url: str,
+    child_env: dict[str, str],
+    settings: Settings,
 ) -> None:
+    # The twenty timeouts below are within the process's warming rate: only the
+    # de-duplication stands between them and twenty tasks.
+    settings.SEARCH_WARMING_PER_S = 100.0
     await sync_to_async(index_listings)()
     redis = get_redis()
     redis.delete("warming")

@@ -20,6 +20,7 @@ from ingestion import tasks as ingestion_tasks
 from ingestion.models import Listing
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
+from resilience.token_bucket import TokenBucket
 from retrieval import service, warm
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
@@ -36,7 +37,7 @@ from searchsite.celery import QUEUES
 from searchsite.heartbeat import HEARTBEAT_KEY
 from searchsite.supervisor import WORKERS, worker_argv
 from tests.conftest import eventually, first_search_answered, stop_worker, wait_until
-from tests.factories import draft, source
+from tests.factories import FakeClock, draft, source
 from tests.scraping import scrape
 from tests.search_fixtures import embeddings_locked
 
@@ -124,7 +125,7 @@ async def test_the_warming_queue_holds_at_most_max_queued_tasks(async_client: As
 async def test_a_caller_that_sheds_load_schedules_no_warming(async_client: AsyncClient) -> None:
     get_redis().delete(WARMING_QUEUE)
     shedding = True
-    schedule = schedule_warming_unless(lambda: shedding)
+    schedule = schedule_warming_unless(lambda: shedding, TokenBucket(rate=100, burst=100))
     before = await scrape(async_client)
     await schedule("searchsite:results:test:shed", parse_query("organ", None))
     assert get_redis().llen(WARMING_QUEUE) == 0
@@ -133,6 +134,26 @@ async def test_a_caller_that_sheds_load_schedules_no_warming(async_client: Async
     shedding = False  # no longer shedding: scheduled as ever
     await schedule("searchsite:results:test:shed", parse_query("organ", None))
     assert get_redis().llen(WARMING_QUEUE) == 1
+    get_redis().delete(WARMING_QUEUE)
+
+
+async def test_a_process_schedules_no_more_warming_than_its_rate(
+    async_client: AsyncClient,
+) -> None:
+    get_redis().delete(WARMING_QUEUE)
+    clock = FakeClock()
+    schedule = schedule_warming_unless(lambda: False, TokenBucket(2, burst=2, clock=clock))
+    before = await scrape(async_client)
+    for number in range(5):  # five distinct timeouts at one instant
+        await schedule(f"searchsite:results:test:rate{number}", parse_query(f"q{number}", None))
+    assert get_redis().llen(WARMING_QUEUE) == 2
+    clock.advance(1.0)  # a second later, two more
+    for number in range(5, 10):
+        await schedule(f"searchsite:results:test:rate{number}", parse_query(f"q{number}", None))
+    assert get_redis().llen(WARMING_QUEUE) == 4
+    after = await scrape(async_client)
+    assert after.since(before, WARMING, event="enqueued") == 4
+    assert after.since(before, WARMING, event="over_rate") == 6
     get_redis().delete(WARMING_QUEUE)
 
 
@@ -210,7 +231,7 @@ async def test_during_a_vector_stall_warming_drains_and_embedding_keeps_up(
         async def every_timeout_decided() -> bool:
             now = await scrape(async_client)
             # "failed": Redis did not answer in time (a loaded machine)
-            events = ("enqueued", "deduplicated", "dropped_queue_full", "failed")
+            events = ("enqueued", "deduplicated", "dropped_queue_full", "failed", "over_rate")
             return sum(now.since(before, WARMING, event=event) for event in events) == timeouts
 
         # Each timeout's warming is decided behind its response; then, while the stall
