@@ -2,7 +2,12 @@
 
 Looked up at most once a second per process: a search must not pay a round trip for a
 value that changes a few times a year, and an activation is seen everywhere within a
-second. The clock is injectable so tests can move past the cache without sleeping.
+second and one lookup. A value older than that still answers at once while one lookup
+refreshes it behind the searches (stale while revalidating): waiting for the refresh put
+a database round trip, pool wait included, into the vector budget of every search that
+arrived during it, once a second. Only a process that has no value yet (its first search,
+or after `forget`) waits for the lookup. The clock is injectable so tests can move past
+the cache without sleeping.
 """
 
 import asyncio
@@ -49,6 +54,8 @@ class GenerationLookup:
             fetching = loop.create_task(self._fetch(deadline))
             self._fetching[loop] = fetching
             fetching.add_done_callback(self._fetched)
+        if self._fetched_at > float("-inf"):
+            return self._value  # stale, and being refreshed
         # Shielded: a caller that gives up (its deadline, or its client gone) leaves the
         # shared lookup to the others; the lookup is bounded by its own statement_timeout.
         return await asyncio.wait_for(asyncio.shield(fetching), deadline.remaining_ms() / 1000)
