@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from retrieval import metrics
 from retrieval.deadline import Deadline
+from retrieval.pool_checkout import checked_out
 from retrieval.types import StageTimeoutError
 
 logger = logging.getLogger(__name__)
@@ -209,7 +210,7 @@ async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
         raise DatabaseUnavailableError("Postgres was unreachable at the last attempt")
     asked = time.perf_counter()
     try:
-        async with pool.connection(timeout=max(timeout_s, 0.001)) as conn:
+        async with checked_out(pool, max(timeout_s, 0.001)) as conn:
             if metrics.counted():
                 metrics.POOL_WAIT.observe(time.perf_counter() - asked)
             try:
