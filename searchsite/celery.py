@@ -5,7 +5,7 @@ import os
 from celery import Celery, signals
 from kombu import Queue
 
-from searchsite.env import env_float, env_int
+from searchsite.env import env_bool, env_float, env_int
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
 
@@ -64,11 +64,20 @@ app.autodiscover_tasks()
 # its pool processes inherit it. Under a search load that wants every core it then gets
 # what is left, its lag grows and says so (ingestion_embedding_lag_seconds); otherwise it
 # runs at full speed. make run and docker-compose.yml set it for the embedding worker.
+# WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the worker only on a core
+# nothing else wants (docs/reliability.md measures both).
 @signals.worker_init.connect
 def _yield_the_cpu(**_: object) -> None:
     nice = env_int("WORKER_NICE", 0)
-    if nice:
-        os.nice(nice)
+    idle = env_bool("WORKER_SCHED_IDLE", False)
+    # Linux keeps both per thread: every thread the worker has now is set, and the pool
+    # processes forked from it, and the threads they start (onnxruntime's), inherit it.
+    for thread in (int(name) for name in os.listdir("/proc/self/task")):
+        if nice:
+            now = os.getpriority(os.PRIO_PROCESS, thread)
+            os.setpriority(os.PRIO_PROCESS, thread, min(now + nice, 19))
+        if idle:
+            os.sched_setscheduler(thread, os.SCHED_IDLE, os.sched_param(0))
 
 
 def _register_heartbeat() -> None:

@@ -19,9 +19,30 @@ def test_a_worker_with_worker_nice_runs_its_pool_at_that_lower_priority(
         main = psutil.Process(worker.pid)
         wait_until(lambda: bool(main.children()), 30, "the worker's pool process")
         pool = main.children()
-        assert {process.nice() for process in [main, *pool]} == {min(ours + 7, 19)}
+        threads = [thread.id for process in [main, *pool] for thread in process.threads()]
+        assert {os.getpriority(os.PRIO_PROCESS, thread) for thread in threads} == {
+            min(ours + 7, 19)
+        }
     finally:
         stop_worker(worker)
+
+
+def test_a_worker_with_worker_sched_idle_runs_its_pool_only_on_idle_cores(
+    child_env: dict[str, str],
+) -> None:
+    worker = start_worker(
+        {**child_env, "WORKER_SCHED_IDLE": "1"}, name="idle-worker", queues="embedding"
+    )
+    try:
+        main = psutil.Process(worker.pid)
+        wait_until(lambda: bool(main.children()), 30, "the worker's pool process")
+        threads = [
+            thread.id for process in [main, *main.children()] for thread in process.threads()
+        ]
+        assert {os.sched_getscheduler(thread) for thread in threads} == {os.SCHED_IDLE}
+    finally:
+        stop_worker(worker)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own process untouched
 
 
 def test_make_run_lowers_embedding_and_warming_alike_and_leaves_fetching() -> None:
