@@ -167,6 +167,7 @@ def pool_wait_ms(figures: StepFigures) -> float:
 
 def plot(
     ramps: dict[str, list[Step]],
+    overloads: dict[str, list[Step]],
     limit: float,
     sustained: dict[str, float],
     options: Options,
@@ -179,16 +180,29 @@ def plot(
     import matplotlib.pyplot as plt
 
     figure, (done, p99, fallback) = plt.subplots(3, 1, figsize=(8, 10), sharex=True)
-    for ramp, style in (("quiet", "o-"), ("ingesting", "s--")):
-        points = sorted(ramps.get(ramp, []), key=lambda step: step.figures.offered_rate)
-        offered = [step.figures.offered_rate for step in points]
-        done.plot(offered, [step.figures.completed_rate for step in points], style, label=ramp)
-        p99.plot(offered, [step.figures.latency_ms["p99"] for step in points], style, label=ramp)
-        fallback.plot(offered, [step.figures.fallback_share for step in points], style, label=ramp)
+    for ramp, style, marker in (("quiet", "o-", "x"), ("ingesting", "s--", "+")):
+        # The ramp's steps as a line; the 2x and 4x steps after it as points of their own
+        # (in the line they made it turn back on itself).
+        for points, how, label in (
+            (ramps.get(ramp, []), style, ramp),
+            (overloads.get(ramp, []), marker, f"{ramp}: 2x, 4x sustainable"),
+        ):
+            if not points:
+                continue
+            points = sorted(points, key=lambda step: step.figures.offered_rate)
+            offered = [step.figures.offered_rate for step in points]
+            done.plot(offered, [step.figures.completed_rate for step in points], how, label=label)
+            p99.plot(offered, [step.figures.latency_ms["p99"] for step in points], how, label=label)
+            fallback.plot(
+                offered, [step.figures.fallback_share for step in points], how, label=label
+            )
         if ramp in sustained:
             for axes in (done, p99, fallback):
                 axes.axvline(sustained[ramp], linestyle=":", color="grey")
-    top = max((s.figures.offered_rate for steps in ramps.values() for s in steps), default=1)
+    top = max(
+        (s.figures.offered_rate for steps in [*ramps.values(), *overloads.values()] for s in steps),
+        default=1,
+    )
     done.plot([0, top], [0, top], color="lightgrey", label="completed = offered")
     done.axvline(limit, color="red", linestyle="-.", label=f"capacity limit {limit:.0f}/s")
     done.set_ylabel("completed 200s per s")
@@ -333,7 +347,7 @@ def report(
         print(f"at {quiet.label} the feed moved the p99 by {moved:+.0%} (target <= +20 %)")
     print(f"feed {feed_achieved:.1f} listings/s of {feed_asked:.1f}/s asked")
     # The overload steps too: the curve runs to 4x each ramp's sustainable rate.
-    plot({name: ramps[name] + overloads[name] for name in ramps}, limit, sustained, options, out)
+    plot(ramps, overloads, limit, sustained, options, out)
     document = {
         "command": " ".join(sys.argv),
         "options": asdict(options),
