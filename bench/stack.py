@@ -78,16 +78,13 @@ def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> Non
 @contextmanager
 def embedding_worker() -> Iterator[psutil.Process]:
     """A Celery worker for embedding (and warming) with one process, as `make run` has."""
-    from searchsite.supervisor import BACKGROUND_NICE, STOP_TIMEOUT_S, worker_argv
+    from searchsite.supervisor import STOP_TIMEOUT_S, WORKERS, worker_argv
 
+    (embed,) = (w for w in WORKERS if w.name == "embed-worker")
     worker = subprocess.Popen(
         worker_argv("embedding,warming", 1, "bench-load-embed@%h", "WARNING"),
         cwd=REPO,
-        env={
-            **os.environ,
-            "SEARCHSITE_ROLE": "embed-worker",
-            "WORKER_NICE": str(BACKGROUND_NICE),
-        },
+        env={**os.environ, "SEARCHSITE_ROLE": embed.name, **embed.env()},
         start_new_session=True,
     )
     try:

@@ -63,9 +63,9 @@ app.autodiscover_tasks()
 # cores to searches, whose objective is milliseconds: WORKER_NICE raises its niceness, and
 # its pool processes inherit it. Under a search load that wants every core it then gets
 # what is left, its lag grows and says so (ingestion_embedding_lag_seconds); otherwise it
-# runs at full speed. make run and docker-compose.yml set it for the embedding worker.
-# WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the worker only on a core
-# nothing else wants (docs/reliability.md measures both).
+# runs at full speed. make run and docker-compose.yml set it for the embedding and warming
+# workers. WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the worker only
+# on a core nothing else wants (off by default: one run measured, docs/reliability.md).
 @signals.worker_init.connect
 def _yield_the_cpu(**_: object) -> None:
     nice = env_int("WORKER_NICE", 0)
