@@ -82,8 +82,8 @@ class _Claim:
 def embed_pending_batch(batch_size: int | None = None) -> int:
     """Embed one claim of pending (listing, generation) pairs, EMBED_BATCH_SIZE (128) by
     default; returns how many. A large claim lets `embed_documents` sort it by length
-    into its batches of 32, which pads far less than taking 32 in arrival order (111
-    against 184 listings/s in bench/embed.py)."""
+    into its batches, which pads far less than batching in arrival order (111 against 184
+    listings/s in bench/embed.py, batches of 32)."""
     with transaction.atomic():
         claims = _claim_batch(batch_size or settings.EMBED_BATCH_SIZE)
         if claims:
