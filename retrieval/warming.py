@@ -5,17 +5,20 @@ The task carries only the cache key; the query text waits in Redis beside it, so
 appears in a broker message or in Celery's logs.
 
 Invariants: warming is work the search can go without, so it never grows without bound.
-At most `MAX_QUEUED` tasks wait (more timeouts are dropped, counted), a task that waited
-longer than its de-duplication mark lived expires unrun, and a job the worker drops
-(`release`) leaves the key free to be scheduled again by the next timeout.
+At most `MAX_QUEUED` tasks wait, however many processes schedule at once (more timeouts
+are dropped, counted), a task that waited longer than its de-duplication mark lived
+expires unrun, and a job the worker drops (`release`) leaves the key free to be scheduled
+again by the next timeout.
 """
 
 import asyncio
 import dataclasses
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+import redis.asyncio as aioredis
 from celery import current_app
 from redis.exceptions import RedisError
 
@@ -32,9 +35,26 @@ DEDUP_TTL_S = 60
 JOB_TTL_S = 600
 # During a vector stall every distinct query times out, and one warming worker finishes
 # a task in milliseconds to its budget: past this many waiting, the task would mostly
-# warm an entry for a stall that is over. The check and the publish are two round trips,
-# so schedulers racing each other can overshoot it by how many run at once.
+# warm an entry for a stall that is over.
 MAX_QUEUED = 20
+# A place in the queue is reserved before the task is published and given back once it
+# is: Celery publishes the message itself, so the bound cannot be checked in the same
+# command as the push. The check and the reservation are one script, so schedulers racing
+# each other, in any number of processes, cannot all see room for one. A reservation whose
+# publisher died before giving it back stops counting after this long.
+RESERVATION_TTL_MS = 5000
+RESERVATIONS = "searchsite:warming-reservations"
+_RESERVE = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms - tonumber(ARGV[2]))
+if redis.call('LLEN', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[2], now_ms, ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
 
 WarmScheduler = Callable[[str, Query], Awaitable[None]]
 
@@ -49,18 +69,28 @@ def job_key(key: str) -> str:
 
 async def schedule_warming(key: str, query: Query) -> None:
     client = async_redis()
+    reservation = uuid.uuid4().hex
     try:
-        if await client.llen(WARMING_QUEUE) >= MAX_QUEUED:
+        room = await client.eval(
+            _RESERVE, 2, WARMING_QUEUE, RESERVATIONS, MAX_QUEUED, RESERVATION_TTL_MS, reservation
+        )
+        if not room:
             metrics.WARMING.labels(event="dropped_queue_full").inc()
             return
-        first = await client.set(_dedup_key(key), "1", nx=True, ex=DEDUP_TTL_S)
-        if not first:
-            metrics.WARMING.labels(event="deduplicated").inc()
-            return
-        await client.set(job_key(key), job_payload(query), ex=JOB_TTL_S)
+        try:
+            await _publish(client, key, query)
+        finally:
+            await client.zrem(RESERVATIONS, reservation)
     except (RedisError, OSError):
         metrics.WARMING.labels(event="failed").inc()
+
+
+async def _publish(client: aioredis.Redis, key: str, query: Query) -> None:
+    first = await client.set(_dedup_key(key), "1", nx=True, ex=DEDUP_TTL_S)
+    if not first:
+        metrics.WARMING.labels(event="deduplicated").inc()
         return
+    await client.set(job_key(key), job_payload(query), ex=JOB_TTL_S)
     # Publishing is a blocking socket write; keep it off the event loop.
     # By name: services never import tasks. `current_app` is the project's app
     # (searchsite/celery.py): Celery's Django fix-up makes it every thread's default.

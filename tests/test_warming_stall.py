@@ -29,6 +29,7 @@ from retrieval.pg import WARMING_CONNECTIONS
 from retrieval.query import parse_query
 from retrieval.warming import (
     MAX_QUEUED,
+    RESERVATIONS,
     WARMING_QUEUE,
     schedule_warming,
     schedule_warming_unless,
@@ -120,6 +121,43 @@ async def test_the_warming_queue_holds_at_most_max_queued_tasks(async_client: As
     assert after.since(before, WARMING, event="enqueued") == MAX_QUEUED
     assert after.since(before, WARMING, event="dropped_queue_full") == DISTINCT_QUERIES - MAX_QUEUED
     get_redis().delete(WARMING_QUEUE)
+
+
+async def test_schedulers_racing_each_other_queue_no_more_than_max_queued(
+    async_client: AsyncClient,
+) -> None:
+    """Every scheduler checks for room before any of them has published: only a check
+    and reservation made in one step keeps them from all seeing the same room."""
+    get_redis().delete(WARMING_QUEUE)
+    before = await scrape(async_client)
+    await asyncio.gather(
+        *(
+            schedule_warming(f"searchsite:results:test:race:{n}", parse_query(f"q{n}", None))
+            for n in range(DISTINCT_QUERIES)
+        )
+    )
+    assert get_redis().llen(WARMING_QUEUE) == MAX_QUEUED
+    after = await scrape(async_client)
+    assert after.since(before, WARMING, event="enqueued") == MAX_QUEUED
+    assert after.since(before, WARMING, event="dropped_queue_full") == DISTINCT_QUERIES - MAX_QUEUED
+    assert get_redis().zcard(RESERVATIONS) == 0  # every place given back once published
+    get_redis().delete(WARMING_QUEUE)
+
+
+async def test_a_place_reserved_by_a_publisher_that_died_is_freed_after_a_while() -> None:
+    get_redis().delete(WARMING_QUEUE, RESERVATIONS)
+    seconds, micros = get_redis().time()
+    now_ms = seconds * 1000 + micros // 1000
+    # Publishers that reserved every place a moment ago and are still publishing: no room.
+    get_redis().zadd(RESERVATIONS, {f"live-{n}": now_ms for n in range(MAX_QUEUED)})
+    await schedule_warming("searchsite:results:test:live", parse_query("organ", None))
+    assert get_redis().llen(WARMING_QUEUE) == 0
+    # The same places reserved long ago by publishers that never gave them back: room.
+    get_redis().delete(RESERVATIONS)
+    get_redis().zadd(RESERVATIONS, {f"dead-{n}": now_ms - 60_000 for n in range(MAX_QUEUED)})
+    await schedule_warming("searchsite:results:test:dead", parse_query("organ", None))
+    assert get_redis().llen(WARMING_QUEUE) == 1
+    get_redis().delete(WARMING_QUEUE, RESERVATIONS)
 
 
 async def test_a_caller_that_sheds_load_schedules_no_warming(async_client: AsyncClient) -> None:
