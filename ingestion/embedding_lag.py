@@ -10,7 +10,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
 # The work queue of ingestion/indexing.py's claim, narrowed to active generations.
-_SQL = """
+PENDING_SQL = """
     SELECT count(*), extract(epoch FROM clock_timestamp() - min(l.fetched_at))
     FROM ingestion_listing l
     JOIN ingestion_indexgeneration g ON g.state = 'active' AND g.audience = l.audience
@@ -35,7 +35,7 @@ def embedding_lag() -> EmbeddingLag | None:
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT set_config('statement_timeout', %s, true)", [TIMEOUT])
-            cursor.execute(_SQL)
+            cursor.execute(PENDING_SQL)
             pending, oldest = cursor.fetchone()
     except OperationalError as exc:
         if isinstance(exc.__cause__, QueryCanceled):  # the timeout

@@ -17,6 +17,7 @@ import httpx
 import psycopg
 import pytest
 
+from ingestion.indexing import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.tokens import create_token
 from tests.conftest import start_worker, stop_worker, wait_until
@@ -63,7 +64,7 @@ def _sweep_blocked(database_url: str) -> bool:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND wait_event_type = 'Lock' AND query LIKE %s",
-            ["%SKIP LOCKED%"],  # the sweep's claim (ingestion/indexing.py)
+            [f"/* {CLAIM_TAG} */%"],  # the sweep's claim
         ).fetchone()
     return bool(row and row[0])
 
