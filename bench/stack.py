@@ -200,9 +200,17 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
 
 def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
     """User plus system CPU of each group's processes alive now, since each started, by
-    (group, pid)."""
+    (group, pid); and under (group, -pid) of each group's root, what its children that
+    have ended used (Postgres' parallel workers live for one statement: counted only
+    while alive, a plan that starts two on every call went unseen)."""
     found = {}
     for name, roots in groups.items():
+        for root in roots:
+            try:
+                reaped = root.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            found[name, -root.pid] = reaped.children_user + reaped.children_system
         for process in (p for root in roots for p in _tree(root)):
             try:
                 times = process.cpu_times()
@@ -216,8 +224,9 @@ def cores_used(
     before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float], seconds: float
 ) -> dict[str, float]:
     """CPU each group used between two `cpu_seconds` readings, in cores. A process that
-    ended between them is not counted; one that started is counted whole (backends live
-    for the pool's lifetime, so neither happens much within a step)."""
+    ended between them counts whole, from its start, with its root's ended children (a
+    parallel worker's whole life is one statement; a backend's is the pool's lifetime,
+    and few end within a step); one that started is counted whole."""
     used: dict[str, float] = {}
     for (name, pid), total in after.items():
         used[name] = used.get(name, 0.0) + total - before.get((name, pid), 0.0)
