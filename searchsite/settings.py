@@ -202,6 +202,9 @@ EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
 # /healthz fails while a listing has waited longer than this for its embedding: twice the
 # vector lag objective (p95 30 s, bench/ingest.py).
 VECTOR_LAG_MAX_S = env_float("VECTOR_LAG_MAX_S", 60.0)
+# A process asks Postgres for the embedding lag at most this often; scrapes and health
+# checks in between get the last answer, its oldest wait aged by the time since.
+EMBEDDING_LAG_REFRESH_S = env_float("EMBEDDING_LAG_REFRESH_S", 5.0)
 
 # Fetching sources: every fetch is bounded in time and size.
 FETCH_CONNECT_TIMEOUT_S = env_float("FETCH_CONNECT_TIMEOUT_S", 5.0)

@@ -170,13 +170,16 @@ async def _close_async_connections() -> AsyncIterator[None]:
 @pytest.fixture(autouse=True)
 def _fresh_search_state() -> None:
     """The vector breaker, cached results and warming marks live in the shared Redis and
-    in per-process singletons; no test may inherit another's."""
+    in per-process singletons (those and the embedding lag's last answer); no test may
+    inherit another's."""
+    from ingestion import embedding_lag
     from retrieval import service
 
     # First: forgetting the wiring hands the last test's pending breaker outcomes to
     # Redis, which must then be cleared with the rest.
     service.forget_wiring()
     service.forget_active_generation()
+    embedding_lag.latest.forget()  # read afresh, not as of the last test's database
     redis = get_redis()
     for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
         keys = list(redis.scan_iter(pattern))
