@@ -206,17 +206,14 @@ def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
     found = {}
     for name, roots in groups.items():
         for root in roots:
-            try:
-                reaped = root.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            found[name, -root.pid] = reaped.children_user + reaped.children_system
-        for process in (p for root in roots for p in _tree(root)):
-            try:
-                times = process.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            found[name, process.pid] = times.user + times.system
+            for process in _tree(root):
+                try:
+                    times = process.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                found[name, process.pid] = times.user + times.system
+                if process is root:
+                    found[name, -root.pid] = times.children_user + times.children_system
     return found
 
 
