@@ -119,11 +119,17 @@ def prepare(data_dir: Path) -> psutil.Process:
     from ingestion import generations
     from ingestion.embedding import DIMENSIONS, MODEL_NAME
     from ingestion.models import Listing
+    from retrieval import cold_start
     from retrieval.pg import conninfo
 
     remove_bench_sources()  # of a run that did not clean up
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     print(f"{Listing.objects.count()} listings in {data_dir}")
+    # As `manage.py bootstrap` does before `make run` serves: Postgres was just started
+    # with empty shared buffers, and a capacity limit measured cold would be one of a
+    # stack that is not yet serving.
+    warmed = cold_start.warm_up()
+    print(f"warmed up: {sum(warmed.prewarmed.values())} blocks prewarmed, searches {warmed.modes}")
     return postgres_postmaster(conninfo())
 
 
@@ -151,12 +157,20 @@ def serve(
 
 
 def listening_process(url: str) -> psutil.Process:
-    """The process of this user that listens on `url`'s port (the web server)."""
+    """The process of this user that listens on `url`'s port (the web server): with
+    several web processes sharing the socket (WEB_PROCESSES), the one that started them,
+    so that all of them are measured under it."""
     port = urlsplit(url).port
-    for conn in psutil.net_connections(kind="tcp"):
+    pids = {
+        conn.pid
+        for conn in psutil.net_connections(kind="tcp")
         # laddr is (ip, port), or () for a socket bound to nothing
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid:
-            return psutil.Process(conn.pid)
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid
+    }
+    for pid in pids:
+        process = psutil.Process(pid)
+        if process.ppid() not in pids:
+            return process
     raise SystemExit(f"no process of this user listens on port {port}")
 
 
