@@ -3,15 +3,21 @@ kept current so that it can be activated, or rolled back to, without falling beh
 
 Only generations of the model this process runs are embedded here. The work queue is the
 data itself: an active listing without an embedding of its current
-content version in a live generation of its audience needs one. Batches are claimed with
-`FOR UPDATE SKIP LOCKED`, so concurrent embedding workers never do the same work twice, and
-the upsert only ever moves a vector forward in content version.
+content version in a live generation of its audience needs one. A claim takes a
+transaction-level advisory lock per listing, skipping those another claim holds, so
+concurrent embedding workers never do the same work twice; and the upsert only ever moves
+a vector forward in content version.
 
-Invariant: a claim's rows stay locked from the claim until its vectors are committed, in
-one transaction, so a listing cannot change under its vector, and a worker killed at any
-point leaves its claims to the next sweep with nothing half-written. `embed_pending` keeps
-two claims in flight, each in its own transaction on its own connection, so the model
-embeds one while the other is written and the next is claimed.
+Invariants: a vector is stored with the content version it was embedded from, so a
+listing that changed while the model embedded it stays pending and is embedded again;
+a claim locks no listing row while the model works, so a poll that changes a listing
+never waits for the model (with row locks it did, for a whole claim: docs/architecture.md);
+the vectors are stored only for listings still active, locked `FOR SHARE` from the check
+to the commit, so a listing withdrawn meanwhile (whose trigger deletes its vectors) is
+never left with one. A worker killed at any point leaves its claims to the next sweep
+with nothing half-written: a claim is one transaction. `embed_pending` keeps two claims
+in flight, each in its own transaction on its own connection, so the model embeds one
+while the other is written and the next is claimed.
 """
 
 import time
@@ -31,14 +37,15 @@ from ingestion import metrics
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
 from ingestion.text import embedding_text
 
-# The pending pairs are found in a CTE of their own: a row-locking query needs, for EPQ
-# rechecks, the row of every table it scans, which rules out index-only scans, and without
-# those the anti-join reads both tables whole (the embeddings are 469 MB at 100,000
-# listings). Materialised, only the CTE's own output is carried: the anti-join runs on
-# the covering indexes (migration 0011), and only the claimed listings' rows are read.
-# The outer status test is evaluated again on the newest row version once it is locked.
+# The pending pairs are found in a CTE of their own, materialised, so that the anti-join
+# runs on the covering indexes (migration 0011) and only the claimed listings' rows are
+# read. The advisory lock is tried in a subquery of its own, row by row in the CTE's order,
+# until the limit is reached: no more locks are taken than pairs claimed (a listing in two
+# generations is locked twice, which its own claim may). Listing ids past the lock's int
+# key wrap; two listings sharing a key only ever make a claim pass over one of them.
 # Tagged at its start: pg_stat_activity keeps only a statement's first 1,024 bytes.
 CLAIM_TAG = "searchsite:embedding-claim"
+CLAIM_LOCK_SPACE = 7402  # the first key of the advisory locks (7401: ingestion/dedup.py)
 CLAIM_SQL = """/* searchsite:embedding-claim */
     WITH pending AS MATERIALIZED (
         SELECT l.id, g.id AS generation_id, g.state, g.state = 'active' AS active, l.fetched_at
@@ -52,15 +59,14 @@ CLAIM_SQL = """/* searchsite:embedding-claim */
           AND (e.listing_id IS NULL OR e.content_version < l.content_version)
         ORDER BY active DESC, l.fetched_at DESC NULLS LAST, l.id
     )
-    SELECT l.id, p.generation_id, p.state, l.content_version, l.title, l.venue, l.aliases,
+    SELECT l.id, t.generation_id, t.state, l.content_version, l.title, l.venue, l.aliases,
            l.description, l.fetched_kind,
            extract(epoch FROM clock_timestamp() - l.fetched_at)
-    FROM pending p
-    JOIN ingestion_listing l ON l.id = p.id
+    FROM (SELECT p.id, p.generation_id, p.state FROM pending p
+          WHERE pg_try_advisory_xact_lock(%s, mod(p.id, 2147483647)::int)
+          LIMIT %s) AS t
+    JOIN ingestion_listing l ON l.id = t.id
     WHERE l.status = 'active'
-    ORDER BY p.active DESC, p.fetched_at DESC NULLS LAST, p.id
-    LIMIT %s
-    FOR UPDATE OF l SKIP LOCKED
 """
 
 _STILL_PENDING = """
@@ -80,6 +86,14 @@ _UPSERT = """
             content_version = EXCLUDED.content_version,
             embedded_at = EXCLUDED.embedded_at
         WHERE ingestion_listing_embedding.content_version < EXCLUDED.content_version
+"""
+# The claimed listings a claim's vectors may be stored for: still active, and held against
+# withdrawal until the commit. One a poll is changing now is passed over rather than
+# waited for: its vector would be out of date at once, and it is pending again.
+_STORABLE = """
+    SELECT id FROM ingestion_listing
+    WHERE id = ANY(%s) AND status = 'active'
+    FOR SHARE SKIP LOCKED
 """
 
 
@@ -101,10 +115,11 @@ def embed_pending_batch(batch_size: int | None = None) -> int:
     listings/s in bench/embed.py, batches of 32)."""
     with transaction.atomic():
         claims = _claim_batch(batch_size or settings.EMBED_BATCH_SIZE)
-        if claims:
-            _store(claims, get_embedder().embed_documents([claim.text for claim in claims]))
-    _record(claims)
-    return len(claims)
+        if not claims:
+            return 0
+        stored = _store(claims, get_embedder().embed_documents([claim.text for claim in claims]))
+    _record(stored)
+    return len(stored)
 
 
 def embed_pending(
@@ -117,7 +132,7 @@ def embed_pending(
     """Embed claims back to back until none is left or `clock()` passes `until`; returns
     how many pairs. The model never waits on the database: while it embeds one claim, the
     previous claim's vectors are written and committed and the next claim is made, on the
-    other of two connections (SKIP LOCKED passes over the rows the claim being embedded
+    other of two connections (a claim passes over the listings the claim being embedded
     holds). At most two claims are in flight; one that was claimed but not embedded when
     the loop stops, or when the model fails, is rolled back and left to the next sweep."""
     size = batch_size or settings.EMBED_BATCH_SIZE
@@ -146,11 +161,11 @@ def embed_pending(
 
 
 def _finish(flight: "_InFlight") -> int:
-    """Wait until the claim's vectors are committed (raising what storing raised)."""
-    flight.stored.result()
-    claims = flight.claimed.result()
-    _record(claims)
-    return len(claims)
+    """Wait until the claim's vectors are committed (raising what storing raised); how
+    many were stored."""
+    stored = flight.stored.result()
+    _record(stored)
+    return len(stored)
 
 
 @dataclass
@@ -159,7 +174,7 @@ class _InFlight:
 
     claimed: Future[list["_Claim"]] = field(default_factory=Future)
     embedded: Future[np.ndarray | None] = field(default_factory=Future)
-    stored: Future[None] = field(default_factory=Future)
+    stored: Future[list["_Claim"]] = field(default_factory=Future)
 
     def abandon(self) -> None:
         """Roll the claim back unstored (a no-op once its vectors were handed over)."""
@@ -188,9 +203,8 @@ class _Lane:
                 vectors = flight.embedded.result() if claims else None
                 if vectors is None:
                     transaction.set_rollback(True)
-                else:
-                    _store(claims, vectors)
-            flight.stored.set_result(None)
+                stored = [] if vectors is None else _store(claims, vectors)
+            flight.stored.set_result(stored)
         except BaseException as exc:
             for future in (flight.claimed, flight.stored):
                 if not future.done():
@@ -221,7 +235,7 @@ def _claim_batch(size: int) -> list["_Claim"]:
     claim is made again, and its new snapshot passes over them."""
     with connection.cursor() as cursor:
         while True:
-            cursor.execute(CLAIM_SQL, [MODEL_NAME, DIMENSIONS, size])
+            cursor.execute(CLAIM_SQL, [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, size])
             claims = [_claim(row) for row in cursor.fetchall()]
             if not claims:
                 return claims
@@ -259,14 +273,20 @@ def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types
     )
 
 
-def _store(claims: list[_Claim], vectors: np.ndarray) -> None:
+def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
+    """Upsert the vectors of the claims whose listings may have them (`_STORABLE`);
+    returns those claims."""
     now = timezone.now()
-    rows = [
-        (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now)
-        for c, v in zip(claims, vectors, strict=True)
-    ]
     with connection.cursor() as cursor:
+        cursor.execute(_STORABLE, [sorted({c.listing_id for c in claims})])
+        storable = {row[0] for row in cursor.fetchall()}
+        kept = [(c, v) for c, v in zip(claims, vectors, strict=True) if c.listing_id in storable]
+        rows = [
+            (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now)
+            for c, v in kept
+        ]
         cursor.executemany(_UPSERT, rows)
+    return [c for c, _ in kept]
 
 
 def pending_count(generation_id: int) -> int:

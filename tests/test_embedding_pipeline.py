@@ -19,7 +19,7 @@ from ingestion.batches import apply_parse_result
 from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder
 from ingestion.indexing import embed_pending, pending_count
-from ingestion.models import ListingEmbedding
+from ingestion.models import Listing, ListingEmbedding
 from ingestion.upsert import apply_draft
 from tests.conftest import run_together
 from tests.factories import FakeClock, draft, source
@@ -139,6 +139,70 @@ def test_two_sweeps_at_once_embed_every_pair_exactly_once(generation: int) -> No
     assert len(embedded) == 30
     assert set(embedded.values()) == {1}
     assert ListingEmbedding.objects.filter(generation_id=generation).count() == 30
+
+
+def test_a_claim_locks_only_the_listings_it_takes(generation: int) -> None:
+    _listings(LISTINGS)
+    with transaction.atomic(), connection.cursor() as cursor:
+        claims = indexing._claim_batch(2)
+        cursor.execute(
+            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
+            " AND pid = pg_backend_pid()",
+            [indexing.CLAIM_LOCK_SPACE],
+        )
+        held = sorted(row[0] for row in cursor.fetchall())
+    assert held == sorted(claim.listing_id for claim in claims)
+    assert len(held) == 2
+
+
+def _changes_while_embedding(change: Callable[[], None]) -> FakeEncoder:
+    """An encoder that, on its first batch, has `change` made and committed on this
+    thread's connection, which waits for no lock longer than a bounded time: a claim
+    holding the listing's row would fail it (the model waits for the change, the change
+    for the claim) rather than hang it."""
+
+    def once(texts: int) -> None:
+        if texts == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = '2s'")
+                try:
+                    change()
+                finally:
+                    cursor.execute("RESET lock_timeout")
+
+    return FakeEncoder(once)
+
+
+def test_a_listing_changed_while_it_is_embedded_is_embedded_again(generation: int) -> None:
+    feed = source()
+    with transaction.atomic():
+        apply_draft(feed, draft("id-0", title="Recital"), timezone.now())
+    changed = ParseResult(drafts=[draft("id-0", title="Recital, moved to the crypt")])
+
+    def repoll() -> None:
+        apply_parse_result(feed, changed, fetched_at=timezone.now(), started_at=timezone.now())
+
+    first = _changes_while_embedding(repoll)
+    assert embed_pending(FOREVER, batch_size=1, embedder=Embedder(first, "fake")) == 1
+    # Stored with the version it was embedded from: the listing is pending again.
+    assert pending_count(generation) == 1
+    second = FakeEncoder()
+    assert embed_pending(FOREVER, batch_size=1, embedder=Embedder(second, "fake")) == 1
+    assert "crypt" not in first.texts[0]
+    assert "crypt" in second.texts[0]
+    assert pending_count(generation) == 0
+
+
+def test_a_listing_withdrawn_while_it_is_embedded_gets_no_vector(generation: int) -> None:
+    _listings(1)
+
+    def withdraw() -> None:
+        Listing.objects.update(status=Listing.Status.WITHDRAWN)
+
+    encoder = _changes_while_embedding(withdraw)
+    assert embed_pending(FOREVER, batch_size=1, embedder=Embedder(encoder, "fake")) == 0
+    assert len(encoder.texts) == 1
+    assert not ListingEmbedding.objects.exists()
 
 
 def test_a_repoll_of_unchanged_items_does_not_wait_on_the_listings_a_sweep_holds(
