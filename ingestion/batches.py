@@ -13,6 +13,7 @@ from django.utils import timezone
 from ingestion import metrics
 from ingestion.drafts import BadItem, ParseResult, PayloadError
 from ingestion.models import Poll, QuarantinedItem, Source
+from ingestion.planner_statistics import analyse_listings_if_outgrown
 from ingestion.upsert import Counts, Outcome, apply_drafts
 
 
@@ -107,6 +108,8 @@ def _after_commit(kind: str, touched: set[int], fetched_at: datetime, counts: Co
     metrics.record_outcomes(kind, counts)
     if not touched:
         return
+    if counts.new:
+        analyse_listings_if_outgrown()
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE ingestion_listing SET lexically_searchable_at = clock_timestamp() "

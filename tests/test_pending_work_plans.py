@@ -12,14 +12,20 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
+from ingestion.batches import apply_parse_result
+from ingestion.dedup import _CANDIDATES_UNDATED
+from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.embedding_lag import PENDING_SQL
 from ingestion.indexing import CLAIM_LOCK_SPACE, CLAIM_SQL
+from tests.factories import draft, source
 from tests.search_fixtures import index_listings
 
 pytestmark = pytest.mark.django_db
 EMBEDDINGS = "ingestion_listing_embedding"
+WALKS = 600  # a few pages of listings: on one, every plan costs about the same
 
 
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -50,3 +56,39 @@ def test_a_claim_reads_only_the_covering_index() -> None:
     index_listings()
     params: list[str | int] = [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, 128]
     assert _scans_of(EMBEDDINGS, CLAIM_SQL, params) == ["Index Only Scan"]
+
+
+def _indexes_of(table: str, statement: str, params: dict[str, Any]) -> list[str]:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
+        (document,) = cursor.fetchone()
+    (top,) = json.loads(document) if isinstance(document, str) else document
+    return [
+        node.get("Index Name", node["Node Type"])
+        for node in _nodes(top["Plan"])
+        if node.get("Relation Name") == table
+    ]
+
+
+def test_undated_drafts_find_their_candidates_by_normalised_title(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """A first import is planned on statistics of the size it has, not of an empty table:
+    without them the undated de-duplication lookup was planned on an index that read
+    every active listing for each draft (687 ms for a batch of 128 where the
+    normalised-title index took 1.3 ms, three quarters of a poll)."""
+    feed = source()
+    walks = [draft(f"id-{n}", title=f"Walk {n}", starts_at=None) for n in range(WALKS)]
+    with django_capture_on_commit_callbacks(execute=True):
+        apply_parse_result(
+            feed, ParseResult(drafts=walks), fetched_at=timezone.now(), started_at=timezone.now()
+        )
+    params = {
+        "source_id": source(name="other").pk,
+        "audience": "public",
+        "n": [0],
+        "title": ["Walk 7"],
+        "venue": [""],
+    }
+    found = _indexes_of("ingestion_listing", _CANDIDATES_UNDATED, params)
+    assert found == ["listing_undated_title"]
