@@ -158,18 +158,17 @@ def serve(
 
 def listening_process(url: str) -> psutil.Process:
     """The process of this user that listens on `url`'s port (the web server): with
-    several web processes sharing the socket (WEB_PROCESSES), the one that started them,
-    so that all of them are measured under it."""
+    several web processes (WEB_PROCESSES), the uvicorn process that started them, so that
+    all of them are measured under it (the listening socket is reported for one of them
+    only)."""
     port = urlsplit(url).port
-    pids = {
-        conn.pid
-        for conn in psutil.net_connections(kind="tcp")
+    for conn in psutil.net_connections(kind="tcp"):
         # laddr is (ip, port), or () for a socket bound to nothing
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid
-    }
-    for pid in pids:
-        process = psutil.Process(pid)
-        if process.ppid() not in pids:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] == port and conn.pid:
+            process = psutil.Process(conn.pid)
+            parent = process.parent()
+            if parent is not None and "uvicorn" in parent.cmdline():
+                return parent
             return process
     raise SystemExit(f"no process of this user listens on port {port}")
 
