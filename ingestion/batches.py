@@ -109,7 +109,7 @@ def _after_commit(kind: str, touched: set[int], fetched_at: datetime, counts: Co
     if not touched:
         return
     if counts.new:
-        analyse_listings_if_outgrown()
+        analyse_listings_if_outgrown(counts.new)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE ingestion_listing SET lexically_searchable_at = clock_timestamp() "

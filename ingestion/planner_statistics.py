@@ -18,17 +18,19 @@ from django.db import connection
 MIN_CHANGED = 100
 
 _OUTGROWN = """
-SELECT c.reltuples < 0 OR s.n_mod_since_analyze > greatest(%s, c.reltuples)
+SELECT c.reltuples < 0 OR s.n_mod_since_analyze + %(added)s > greatest(%(least)s, c.reltuples)
 FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
 WHERE c.oid = 'ingestion_listing'::regclass
 """
 
 
-def analyse_listings_if_outgrown() -> bool:
-    """Analyse the listings if they outgrew their statistics; whether it did. Another
+def analyse_listings_if_outgrown(added: int) -> bool:
+    """Analyse the listings if they outgrew their statistics; whether it did. `added`:
+    the listings the caller has just committed, which the cumulative statistics may not
+    count yet (a backend reports its changes up to a second after its commit). Another
     analysis of them under way (autovacuum's, another worker's) is not waited for."""
     with connection.cursor() as cursor:
-        cursor.execute(_OUTGROWN, [MIN_CHANGED])
+        cursor.execute(_OUTGROWN, {"added": added, "least": MIN_CHANGED})
         row = cursor.fetchone()
         if not (row and row[0]):
             return False
