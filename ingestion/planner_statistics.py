@@ -24,15 +24,13 @@ WHERE c.oid = 'ingestion_listing'::regclass
 """
 
 
-def analyse_listings_if_outgrown(added: int) -> bool:
-    """Analyse the listings if they outgrew their statistics; whether it did. `added`:
+def analyse_listings_if_outgrown(added: int) -> None:
+    """Analyse the listings if they outgrew their statistics. `added`:
     the listings the caller has just committed, which the cumulative statistics may not
     count yet (a backend reports its changes up to a second after its commit). Another
     analysis of them under way (autovacuum's, another worker's) is not waited for."""
     with connection.cursor() as cursor:
         cursor.execute(_OUTGROWN, {"added": added, "least": MIN_CHANGED})
         row = cursor.fetchone()
-        if not (row and row[0]):
-            return False
-        cursor.execute("ANALYZE (SKIP_LOCKED) ingestion_listing")
-    return True
+        if row and row[0]:
+            cursor.execute("ANALYZE (SKIP_LOCKED) ingestion_listing")

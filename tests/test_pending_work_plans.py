@@ -34,17 +34,26 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def _scans_of(table: str, statement: str, params: list[str | int]) -> list[str]:
-    """How the plan of `statement` reads `table`: one node type per scan of it."""
+def _plan(statement: str, params: Any, *, seqscan: bool = True) -> dict[str, Any]:
+    """The plan of `statement`, as EXPLAIN's JSON; `seqscan=False` prices sequential
+    scans out."""
     with transaction.atomic(), connection.cursor() as cursor:
-        # The test's tables are a few rows: left to itself the planner reads them whole
-        # whatever indexes there are. With sequential scans priced out, the plan shows
-        # which index can answer, and whether it can answer without the table's rows.
-        cursor.execute("SET LOCAL enable_seqscan = off")
+        if not seqscan:
+            cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
         (document,) = cursor.fetchone()
     (top,) = json.loads(document) if isinstance(document, str) else document
-    return [node["Node Type"] for node in _nodes(top["Plan"]) if node.get("Relation Name") == table]
+    plan: dict[str, Any] = top["Plan"]
+    return plan
+
+
+def _scans_of(table: str, statement: str, params: list[str | int]) -> list[str]:
+    """How the plan of `statement` reads `table`: one node type per scan of it. The test's
+    tables are a few rows: left to itself the planner reads them whole whatever indexes
+    there are. With sequential scans priced out, the plan shows which index can answer,
+    and whether it can answer without the table's rows."""
+    plan = _plan(statement, params, seqscan=False)
+    return [node["Node Type"] for node in _nodes(plan) if node.get("Relation Name") == table]
 
 
 def test_the_embedding_lag_reads_only_the_covering_index() -> None:
@@ -61,12 +70,8 @@ def test_a_claim_reads_only_the_covering_index() -> None:
 def _indexes_of(table: str, statement: str, params: dict[str, Any]) -> list[str]:
     """The indexes the plan of `statement` reads `table` through (a bitmap scan's
     included), or the scan's node type where it reads none."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}", params)
-        (document,) = cursor.fetchone()
-    (top,) = json.loads(document) if isinstance(document, str) else document
     found = []
-    for node in _nodes(top["Plan"]):
+    for node in _nodes(_plan(statement, params)):
         if node.get("Relation Name") != table:
             continue
         names = [n["Index Name"] for n in _nodes(node) if "Index Name" in n]
