@@ -106,6 +106,7 @@ async def steps(
             make = Schedule.poisson if options.poisson else Schedule.fixed
             schedule = make(rate, options.step_s)
             before, own, started = cpu_seconds(groups), time.process_time(), time.monotonic()
+            stolen = psutil.cpu_times().steal
             result = await run(
                 connections, SEARCH_PATH, queries, schedule, options.timeout_s, probes
             )
@@ -113,6 +114,9 @@ async def steps(
             cores = cores_used(before, cpu_seconds(groups), seconds)
             # This process alone: the web server and the worker are its children.
             cores["generator"] = round((time.process_time() - own) / seconds, 3)
+            # What the host ran elsewhere while our processes were ready to run (a shared
+            # machine's neighbours): steps it disturbed stall with cores to spare.
+            cores["steal"] = round((psutil.cpu_times().steal - stolen) / seconds, 3)
             step = Step(ramp, label, summarise(result), cores)
             print(row(step), flush=True)
             done.append(step)
@@ -143,9 +147,10 @@ def overload_checks(step: Step, sustainable_rate: float, deadline_ms: float) -> 
 HEADER = (
     f"{'ramp':<10}{'step':>8}{'offered':>9}{'done/s':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     f"{'max':>9}{'fallbk':>8}{'503':>6}{'5xx':>5}{'nores':>6}{'L=λW':>7}{'inflt':>7}"
-    f"{'srvvec':>7}{'pgact':>6}{'poolms':>7}{'shed':>6}  cores web/postgres/worker/valkey/generator"
+    f"{'srvvec':>7}{'pgact':>6}{'poolms':>7}{'shed':>6}"
+    "  cores web/postgres/worker/valkey/generator/steal"
 )
-CORE_COLUMNS = ("web", "postgres", "worker", "valkey", "generator")
+CORE_COLUMNS = ("web", "postgres", "worker", "valkey", "generator", "steal")
 
 
 def row(step: Step) -> str:
