@@ -6,11 +6,16 @@ Invariants: a warming search never runs while the vector breaker is open or half
 probe from a real search), nor behind a lock on the tables it reads, which it gives up on
 after `LOCK_WAIT_MS` instead of its whole budget; and it never tells the breaker of its
 outcome, which has a budget no request has. A job dropped for either reason is counted
-and leaves its key free to be scheduled again.
+and leaves its key free to be scheduled again. Every task of a process runs on one event
+loop, kept in a thread of its own, so its connections outlive the task (`KeptLoop`).
 """
 
 import asyncio
 import dataclasses
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from django.conf import settings
 from psycopg.errors import LockNotAvailable
@@ -65,6 +70,59 @@ async def _no_warming(key: str, query: Query) -> None:
     pass
 
 
+T = TypeVar("T")
+
+
+class KeptLoop:
+    """An event loop in a thread of its own, which the coroutines given to `run` share,
+    and with it the pool of Postgres connections and the Redis client it opens.
+
+    A loop per task (`asyncio.run`) closed its pool with it, so every task opened new
+    connections: a backend forked, its caches cold, for every search warmed. That cost
+    38-45 ms of Postgres CPU per task against 7.5-8 ms on a kept loop, at up to 5 tasks a
+    second per web process, just when searches were timing out: the extra load turned a
+    few timeouts into seconds in which nearly every search fell back (docs/reliability.md).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._running()).result()
+
+    def _running(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            # A forked child (Celery's pool) has the parent's loop object but not its thread.
+            if self._loop is None or self._pid != os.getpid():
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name=self._name, daemon=True
+                )
+                self._thread.start()
+                self._pid = os.getpid()
+            return self._loop
+
+    def stop(self) -> None:
+        """Close the loop's pool and Redis client, then the loop (a worker process's
+        shutdown; a test's end)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop, self._thread = None, None
+            if loop is None or thread is None or self._pid != os.getpid():
+                return
+            asyncio.run_coroutine_threadsafe(close_loop_clients(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+
+tasks_loop = KeptLoop("warming-loop")
+
+
 def warm(key: str) -> str:
     query = load_job(get_redis().get(job_key(key)))
     if query is None:
@@ -72,8 +130,7 @@ def warm(key: str) -> str:
         return "expired"
     if vector_breaker().state() != "closed":
         return _dropped(key, "dropped_breaker_open")
-    with connections_named(WARMING_CONNECTIONS):
-        mode = asyncio.run(_warm_unless_locked(query))
+    mode = tasks_loop.run(_warm_unless_locked(query))
     if mode is None:
         return _dropped(key, "dropped_stalled")
     event = "completed" if mode == Mode.HYBRID else "failed"
@@ -89,7 +146,8 @@ def _dropped(key: str, event: str) -> str:
 
 async def _warm_unless_locked(query: Query) -> Mode | None:
     """The search's mode, or None when a table it reads is locked."""
-    try:
+    # The loop's pool is opened by its first task: in this context, its connections named.
+    with connections_named(WARMING_CONNECTIONS):
         try:
             await fetch_with_local_settings(
                 LOCK_PROBE_TAG,
@@ -101,8 +159,6 @@ async def _warm_unless_locked(query: Query) -> Mode | None:
         except LockNotAvailable:
             return None
         return await search_unaccounted(query)
-    finally:
-        await close_loop_clients()
 
 
 async def search_unaccounted(query: Query) -> Mode:

@@ -103,3 +103,10 @@ def _stop_rollups(**_: object) -> None:
     from retrieval.rollup_writer import stop_this_process
 
     stop_this_process()
+
+
+@signals.worker_process_shutdown.connect
+def _close_warming_connections(**_: object) -> None:
+    from retrieval.warm import tasks_loop
+
+    tasks_loop.stop()  # nothing to do in a process that never warmed

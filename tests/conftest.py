@@ -158,8 +158,10 @@ async def _close_async_connections() -> AsyncIterator[None]:
     from retrieval.cache import close_async_redis
     from retrieval.hybrid import writes_done
     from retrieval.pg import close_pools
+    from retrieval.warm import tasks_loop
 
     await writes_done()
+    await sync_to_async(tasks_loop.stop, thread_sensitive=False)()  # its own loop's pool
     await close_pools()
     await close_async_redis()
     # Async views reach the ORM (request.auser()) in asgiref's worker thread, whose

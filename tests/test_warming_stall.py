@@ -111,6 +111,30 @@ async def test_a_warming_job_with_the_breaker_open_runs_no_search(
     assert await sync_to_async(breaker.state)() == "open"
 
 
+async def _warming_backends(url: str) -> set[int]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        cursor = await observer.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [WARMING_CONNECTIONS]
+        )
+        return {row[0] for row in await cursor.fetchall()}
+
+
+async def test_warming_tasks_share_their_process_connections(
+    indexed_listings: None, test_database_url: str
+) -> None:
+    """A task that opened connections of its own forked a cold backend for each search it
+    warmed, five times the Postgres CPU of the search itself."""
+    for number, text in enumerate(["jazz night", "organ recital", "garden tour"]):
+        key = await _job_for(text)
+        assert await sync_to_async(warm.warm, thread_sensitive=False)(key) == "completed"
+        backends = await _warming_backends(test_database_url)
+        if number == 0:
+            first = backends
+            assert first, "the first task's connections were closed with it"
+        else:
+            assert backends <= first, "a later task opened connections of its own"
+
+
 async def test_the_warming_queue_holds_at_most_max_queued_tasks(async_client: AsyncClient) -> None:
     get_redis().delete(WARMING_QUEUE)
     before = await scrape(async_client)
