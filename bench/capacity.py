@@ -30,7 +30,7 @@ import psutil
 from feed import remove_bench_sources
 from harness import SHARED_DATA
 from listings import records
-from stack import cores_used, cpu_seconds
+from stack import cpu_seconds, cpu_used
 
 # The bench data's texts are bench/listings.py's first 2,000 records (bench/search_data.py).
 BASE_RECORDS = 2000
@@ -113,8 +113,8 @@ def search_capacity(
                 searches=len(queries),
                 wall_s=wall,
                 python_cpu_s=time.process_time() - cpu,
-                # Per backend, as the load's steps are (cores over one second: seconds).
-                postgres_cpu_s=cores_used(postgres, cpu_seconds({"postgres": [postmaster]}), 1.0)[
+                # Per backend, as the load's steps are.
+                postgres_cpu_s=cpu_used(postgres, cpu_seconds({"postgres": [postmaster]}))[
                     "postgres"
                 ],
                 unanswered=unanswered,

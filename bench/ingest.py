@@ -48,7 +48,7 @@ from harness import REPO, SHARED_DATA, percentile, running
 from listings import records
 
 sys.path.insert(0, str(REPO))  # stack's loopback guard is the sweep's (evaluation/)
-from stack import Groups, cores_used, cpu_seconds, postgres_postmaster
+from stack import Groups, cpu_seconds, cpu_used, postgres_postmaster
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -101,8 +101,7 @@ def measured_round(
     raw_before, cpu_before = raw_embedding_rate(texts)
     cpu_started = cpu_seconds(groups)
     e2e, polls_s, polls_cpu_s = pipeline_rate(batch, payloads, f"bench pipeline {number}")
-    # CPU seconds: the cores used over one second.
-    used = cores_used(cpu_started, cpu_seconds(groups), seconds=1.0) | {"polls": polls_cpu_s}
+    used = cpu_used(cpu_started, cpu_seconds(groups)) | {"polls": polls_cpu_s}
     raw_after, cpu_after = raw_embedding_rate(texts)
     return Round(raw_before, raw_after, (cpu_before + cpu_after) / 2, e2e, polls_s, used)
 

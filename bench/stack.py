@@ -230,17 +230,24 @@ def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
     return found
 
 
-def cores_used(
-    before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float], seconds: float
+def cpu_used(
+    before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float]
 ) -> dict[str, float]:
-    """CPU each group used between two `cpu_seconds` readings, in cores. A process that
+    """CPU seconds each group used between two `cpu_seconds` readings. A process that
     ended between them counts whole, from its start, with its root's ended children (a
     parallel worker's whole life is one statement; a backend's is the pool's lifetime,
     and few end within a step); one that started is counted whole."""
     used: dict[str, float] = {}
     for (name, pid), total in after.items():
         used[name] = used.get(name, 0.0) + total - before.get((name, pid), 0.0)
-    return {name: round(cpu / seconds, 3) for name, cpu in used.items()}
+    return used
+
+
+def cores_used(
+    before: Mapping[tuple[str, int], float], after: Mapping[tuple[str, int], float], seconds: float
+) -> dict[str, float]:
+    """`cpu_used` over `seconds`, in cores."""
+    return {name: round(cpu / seconds, 3) for name, cpu in cpu_used(before, after).items()}
 
 
 def rss_mb(groups: Groups) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The Celery application: Redis broker, one queue per kind of work."""
 
 import os
+import sys
 
 from celery import Celery, signals
 from kombu import Queue
@@ -107,6 +108,8 @@ def _stop_rollups(**_: object) -> None:
 
 @signals.worker_process_shutdown.connect
 def _close_warming_connections(**_: object) -> None:
-    from retrieval.warm import tasks_loop
-
-    tasks_loop.stop()  # nothing to do in a process that never warmed
+    # Only a process that ran a warming task has the module, and connections to close: the
+    # others are not made to import the search stack on their way out.
+    warm = sys.modules.get("retrieval.warm")
+    if warm is not None:
+        warm.tasks_loop.stop()

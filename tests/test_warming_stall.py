@@ -54,18 +54,22 @@ def _marks() -> int:
     return len(list(get_redis().scan_iter("searchsite:warming:*")))
 
 
+async def _warming_backends(url: str, *, active_only: bool = False) -> set[int]:
+    """The pids of the warming connections to Postgres (running a statement only)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
+        cursor = await observer.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND (NOT %s OR state = 'active')",
+            [WARMING_CONNECTIONS, active_only],
+        )
+        return {row[0] for row in await cursor.fetchall()}
+
+
 async def _warming_idle(url: str) -> bool:
     """No warming task waits in the queue, and no warming search runs in Postgres."""
     if get_redis().llen(WARMING_QUEUE):
         return False
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
-        cursor = await observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-            " AND state = 'active'",
-            [WARMING_CONNECTIONS],
-        )
-        row = await cursor.fetchone()
-    return row is not None and row[0] == 0
+    return not await _warming_backends(url, active_only=True)
 
 
 async def _job_for(query_text: str) -> str:
@@ -109,14 +113,6 @@ async def test_a_warming_job_with_the_breaker_open_runs_no_search(
     assert _marks() == 0
     # Dropping a job does not touch the breaker either: still open, not half-open.
     assert await sync_to_async(breaker.state)() == "open"
-
-
-async def _warming_backends(url: str) -> set[int]:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
-        cursor = await observer.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [WARMING_CONNECTIONS]
-        )
-        return {row[0] for row in await cursor.fetchall()}
 
 
 async def test_warming_tasks_share_their_process_connections(
