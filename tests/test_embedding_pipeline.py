@@ -60,22 +60,29 @@ def generation() -> int:
     return generations.ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
 
 
+def _second_claim_made(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set once a sweep has made its second claim (the one made ahead)."""
+    made = threading.Event()
+    claims = 0
+    real_claim = indexing._claim_batch
+
+    def counted_claim(size: int) -> list[indexing._Claim]:
+        nonlocal claims
+        claimed = real_claim(size)
+        claims += 1
+        if claims == 2:
+            made.set()
+        return claimed
+
+    monkeypatch.setattr(indexing, "_claim_batch", counted_claim)
+    return made
+
+
 def test_the_next_claim_is_made_while_the_model_embeds(
     generation: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _listings(LISTINGS)
-    second_claim = threading.Event()
-    claims: list[list[indexing._Claim]] = []
-    real_claim = indexing._claim_batch
-
-    def counted_claim(size: int) -> list[indexing._Claim]:
-        made = real_claim(size)
-        claims.append(made)
-        if len(claims) == 2:
-            second_claim.set()
-        return made
-
-    monkeypatch.setattr(indexing, "_claim_batch", counted_claim)
+    second_claim = _second_claim_made(monkeypatch)
     seen_while_embedding: list[bool] = []
 
     def first_batch_waits(texts: int) -> None:
@@ -155,14 +162,22 @@ def test_a_claim_locks_only_the_listings_it_takes(generation: int) -> None:
     assert len(held) == 2
 
 
-def _changes_while_embedding(change: Callable[[], None]) -> FakeEncoder:
+def _changes_while_embedding(
+    change: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> FakeEncoder:
     """An encoder that, on its first batch, has `change` made and committed on this
     thread's connection, which waits for no lock longer than a bounded time: a claim
     holding the listing's row would fail it (the model waits for the change, the change
-    for the claim) rather than hang it."""
+    for the claim) rather than hang it.
+
+    The change waits for the claim the sweep makes ahead: made after the change, and
+    after the first claim committed, that claim would find the changed listing pending
+    and take it in the same sweep, so what one sweep embeds would depend on timing."""
+    ahead_claimed = _second_claim_made(monkeypatch)
 
     def once(texts: int) -> None:
         if texts == 1:
+            assert ahead_claimed.wait(timeout=5), "the sweep made no claim ahead"
             with connection.cursor() as cursor:
                 cursor.execute("SET lock_timeout = '2s'")
                 try:
@@ -173,7 +188,9 @@ def _changes_while_embedding(change: Callable[[], None]) -> FakeEncoder:
     return FakeEncoder(once)
 
 
-def test_a_listing_changed_while_it_is_embedded_is_embedded_again(generation: int) -> None:
+def test_a_listing_changed_while_it_is_embedded_is_embedded_again(
+    generation: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     feed = source()
     with transaction.atomic():
         apply_draft(feed, draft("id-0", title="Recital"), timezone.now())
@@ -182,7 +199,7 @@ def test_a_listing_changed_while_it_is_embedded_is_embedded_again(generation: in
     def repoll() -> None:
         apply_parse_result(feed, changed, fetched_at=timezone.now(), started_at=timezone.now())
 
-    first = _changes_while_embedding(repoll)
+    first = _changes_while_embedding(repoll, monkeypatch)
     assert embed_pending(FOREVER, batch_size=1, embedder=Embedder(first, "fake")) == 1
     # Stored with the version it was embedded from: the listing is pending again.
     assert pending_count(generation) == 1
@@ -193,13 +210,15 @@ def test_a_listing_changed_while_it_is_embedded_is_embedded_again(generation: in
     assert pending_count(generation) == 0
 
 
-def test_a_listing_withdrawn_while_it_is_embedded_gets_no_vector(generation: int) -> None:
+def test_a_listing_withdrawn_while_it_is_embedded_gets_no_vector(
+    generation: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _listings(1)
 
     def withdraw() -> None:
         Listing.objects.update(status=Listing.Status.WITHDRAWN)
 
-    encoder = _changes_while_embedding(withdraw)
+    encoder = _changes_while_embedding(withdraw, monkeypatch)
     assert embed_pending(FOREVER, batch_size=1, embedder=Embedder(encoder, "fake")) == 0
     assert len(encoder.texts) == 1
     assert not ListingEmbedding.objects.exists()
