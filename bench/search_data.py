@@ -28,6 +28,7 @@ _LISTING_DEFAULTS = "\t".join(
         "1",
         "editorial",
         "public",
+        "f",
     ]
 )
 
@@ -118,7 +119,7 @@ def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
         with cursor.copy(
             "COPY ingestion_listing (id, title, description, venue, aliases, timezone,"
             " all_day, url, status, created_at, updated_at, content_version, fetched_kind,"
-            " audience)"
+            " audience, withdrawn_by_editor)"
             " FROM STDIN"
         ) as copy:
             copy.write(listings.getvalue())
