@@ -147,7 +147,7 @@ def overload_checks(step: Step, sustainable_rate: float, deadline_ms: float) -> 
 HEADER = (
     f"{'ramp':<10}{'step':>8}{'offered':>9}{'done/s':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     f"{'max':>9}{'fallbk':>8}{'503':>6}{'5xx':>5}{'nores':>6}{'L=λW':>7}{'inflt':>7}"
-    f"{'srvvec':>7}{'pgact':>6}{'poolms':>7}{'shed':>6}"
+    f"{'srvvec':>7}{'pgact':>6}{'poolms':>7}{'shed':>6}{'embpend':>8}"
     "  cores web/postgres/worker/valkey/generator/steal"
 )
 CORE_COLUMNS = ("web", "postgres", "worker", "valkey", "generator", "steal")
@@ -162,7 +162,8 @@ def row(step: Step) -> str:
         f"{f.fallback_share:8.1%}{f.status_503:6d}{f.status_5xx:5d}{f.no_response:6d}"
         f"{f.in_flight_littles_law:7.1f}{f.in_flight_sampled:7.1f}"
         f"{f.probes.get('server_in_flight_vector', 0):7.1f}{f.probes.get('pg_active', 0):6.1f}"
-        f"{pool_wait_ms(f):7.1f}{f.probes.get('shed_at_door_total', 0):6.0f}  {cores}"
+        f"{pool_wait_ms(f):7.1f}{f.probes.get('shed_at_door_total', 0):6.0f}"
+        f"{f.probes.get('embeddings_pending', 0):8.0f}  {cores}"
     )
 
 

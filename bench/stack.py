@@ -274,7 +274,8 @@ SERVER_TOTALS = {
 
 def server_metrics(base_url: str) -> Probe:
     """From the web server's /metrics: stages running now (`retrieval_in_flight`, by
-    stage), and its waits for a pooled connection and requests shed at the door so far."""
+    stage), listings waiting for their embedding, and its waits for a pooled connection
+    and requests shed at the door so far."""
     connections = Connections(base_url, limit=1)
 
     async def probe() -> dict[str, float]:
@@ -290,6 +291,8 @@ def server_metrics(base_url: str) -> Probe:
             for sample in family.samples:
                 if family.name == "retrieval_in_flight":
                     found[f"server_in_flight_{sample.labels['stage']}"] = sample.value
+                elif sample.name == "ingestion_embeddings_pending":
+                    found["embeddings_pending"] = sample.value
                 elif sample.name in SERVER_TOTALS:  # summed over labels (the door's surface)
                     key = SERVER_TOTALS[sample.name]
                     found[key] = found.get(key, 0.0) + sample.value
