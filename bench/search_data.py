@@ -7,6 +7,7 @@ texts and vectors stay consistent with each other, which is what both branches n
 
 import io
 import random
+from typing import Any
 
 import numpy as np
 from django.db import connection
@@ -90,9 +91,8 @@ def date_listings() -> None:
             " WHERE starts_at IS NULL",
             [DATED_FROM, DATED_DAYS],
         )
-        if cursor.rowcount:
-            cursor.execute("ANALYZE ingestion_listing")
-            cursor.execute("ANALYZE ingestion_listing_embedding")
+        if cursor.rowcount:  # as many dead rows as it dated: vacuumed, as after the build
+            _vacuum(cursor)
 
 
 def _already_built(count: int, generation: int) -> bool:
@@ -106,6 +106,15 @@ def _already_built(count: int, generation: int) -> bool:
     if listings and (listings, embeddings) != (count, count):
         raise SystemExit(f"the database holds {listings} other listings: use a fresh --data-dir")
     return int(listings) == count
+
+
+def _vacuum(cursor: Any) -> None:
+    """VACUUM, not only ANALYZE: rows just written carry no hint bits and no page is
+    all-visible, so a search's first read of a row wrote its page back, and rows an UPDATE
+    replaced were read through (a fresh build, then dated, measured 140 ms of Postgres CPU
+    a search; 10.5 ms once vacuumed)."""
+    for table in ("ingestion_listing", "ingestion_listing_embedding"):
+        cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 
 def _clean(text: str) -> str:
@@ -131,8 +140,7 @@ def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
             " content_version, embedded_at) FROM STDIN"
         ) as copy:
             copy.write(embeddings.getvalue())
-        cursor.execute("ANALYZE ingestion_listing")
-        cursor.execute("ANALYZE ingestion_listing_embedding")
+        _vacuum(cursor)
         for view in vocabulary.VIEWS:
             cursor.execute(f"REFRESH MATERIALIZED VIEW {view}")
     raw.commit()
