@@ -29,7 +29,6 @@ from psycopg.conninfo import make_conninfo
 from psycopg.errors import QueryCanceled
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from resilience.backend_priority import BACKEND_SQL, client_niceness, lower_backend
 from retrieval import metrics
 from retrieval.deadline import Deadline
 from retrieval.pool_checkout import checked_out
@@ -74,11 +73,6 @@ async def _configure(conn: AsyncConnection) -> None:
         else:
             prepared.add(name)
     _prepared[conn] = frozenset(prepared)
-    niceness = client_niceness()  # a warming worker's (resilience/backend_priority.py)
-    if niceness > 0:
-        row = await (await conn.execute(BACKEND_SQL)).fetchone()
-        assert row is not None  # one row, always
-        lower_backend(row[0], row[1], niceness)
 
 
 # What the hot path's connections call themselves in pg_stat_activity: a web process's

@@ -62,8 +62,7 @@ app.autodiscover_tasks()
 
 # A worker whose work can wait (embedding: its objective is a lag of seconds) yields the
 # cores to searches, whose objective is milliseconds: WORKER_NICE raises its niceness, and
-# its pool processes inherit it, and so do the Postgres backends of the connections they
-# open, where the server runs on this machine (resilience/backend_priority.py). Under a search load that wants every core it then gets
+# its pool processes inherit it. Under a search load that wants every core it then gets
 # what is left, its lag grows and says so (ingestion_embedding_lag_seconds); otherwise it
 # runs at full speed. make run and docker-compose.yml set it for the embedding and warming
 # workers. WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the worker only
