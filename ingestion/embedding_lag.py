@@ -19,14 +19,14 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
+from ingestion.pending import pending_from
+
 # The work queue of ingestion/indexing.py's claim, narrowed to active generations.
-PENDING_SQL = """
-    SELECT count(*), extract(epoch FROM clock_timestamp() - min(l.fetched_at))
-    FROM ingestion_listing l
-    JOIN ingestion_indexgeneration g ON g.state = 'active' AND g.audience = l.audience
-    LEFT JOIN ingestion_listing_embedding e ON e.listing_id = l.id AND e.generation_id = g.id
-    WHERE l.status = 'active' AND (e.listing_id IS NULL OR e.content_version < l.content_version)
-"""
+_ACTIVE_GENERATIONS = "g.state = 'active'"
+PENDING_SQL = (  # constant text, with no values in it
+    "SELECT count(*), extract(epoch FROM clock_timestamp() - min(l.fetched_at)) "  # noqa: S608
+    f"{pending_from(_ACTIVE_GENERATIONS)}"
+)
 
 
 # Health checks and scrapes read this; behind a lock on the embeddings table (a

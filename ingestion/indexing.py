@@ -35,6 +35,7 @@ from pgvector import Vector
 
 from ingestion import metrics
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
+from ingestion.pending import pending_from
 from ingestion.text import embedding_text
 
 # The pending pairs are found in a CTE of their own, materialised, so that the anti-join
@@ -46,17 +47,13 @@ from ingestion.text import embedding_text
 # Tagged at its start: pg_stat_activity keeps only a statement's first 1,024 bytes.
 CLAIM_TAG = "searchsite:embedding-claim"
 CLAIM_LOCK_SPACE = 7402  # the first key of the advisory locks (7401: ingestion/dedup.py)
-CLAIM_SQL = """/* searchsite:embedding-claim */
+_CLAIMED_GENERATIONS = (
+    "g.state IN ('active', 'building', 'ready') AND g.embedding_model = %s AND g.dimensions = %s"
+)
+CLAIM_SQL = f"""/* searchsite:embedding-claim */
     WITH pending AS MATERIALIZED (
         SELECT l.id, g.id AS generation_id, g.state, g.state = 'active' AS active, l.fetched_at
-        FROM ingestion_listing l
-        JOIN ingestion_indexgeneration g
-          ON g.state IN ('active', 'building', 'ready') AND g.embedding_model = %s
-         AND g.dimensions = %s AND g.audience = l.audience
-        LEFT JOIN ingestion_listing_embedding e
-               ON e.listing_id = l.id AND e.generation_id = g.id
-        WHERE l.status = 'active'
-          AND (e.listing_id IS NULL OR e.content_version < l.content_version)
+        {pending_from(_CLAIMED_GENERATIONS)}
         ORDER BY active DESC, l.fetched_at DESC NULLS LAST, l.id
     )
     SELECT l.id, t.generation_id, t.state, l.content_version, l.title, l.venue, l.aliases,
@@ -67,7 +64,7 @@ CLAIM_SQL = """/* searchsite:embedding-claim */
           LIMIT %s) AS t
     JOIN ingestion_listing l ON l.id = t.id
     WHERE l.status = 'active'
-"""
+"""  # noqa: S608  (constant text: the values are parameters)
 
 _STILL_PENDING = """
     SELECT c.listing_id, c.generation_id
@@ -291,13 +288,5 @@ def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
 
 def pending_count(generation_id: int) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM ingestion_listing l"
-            " JOIN ingestion_indexgeneration g ON g.id = %s AND g.audience = l.audience"
-            " LEFT JOIN ingestion_listing_embedding e"
-            " ON e.listing_id = l.id AND e.generation_id = g.id"
-            " WHERE l.status = 'active'"
-            " AND (e.listing_id IS NULL OR e.content_version < l.content_version)",
-            [generation_id],
-        )
+        cursor.execute(f"SELECT count(*) {pending_from('g.id = %s')}", [generation_id])
         return int(cursor.fetchone()[0])
