@@ -1,0 +1,76 @@
+"""What a feed does to searches at one fixed rate: bench/load.py's steps, without its
+ramp, so that two commits can be compared step for step with the same load.
+
+    .venv/bin/python bench/feed_probe.py [--searches 20] [--feed 40] [--steps 3]
+        [--step-seconds 20] [--data-dir /tmp/bench100k]
+
+A web server and an embedding worker on the bench data (as bench/load.py starts them),
+one warm-up step and one quiet step at --searches a second, then --steps steps at the
+same rate while bench/feed.py ingests --feed listings a second. The rows are
+bench/load.py's, with its columns (`embpend`: listings waiting for their embedding).
+Unlike bench/load.py's ramp, both rates are fixed, not fractions of limits measured in
+the run, so runs of two commits offer exactly the same load.
+"""
+
+import argparse
+import asyncio
+import itertools
+import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, running
+
+sys.path.insert(0, str(REPO))
+import psycopg
+from capacity import feed_skip, query_pool
+from feed import feed_stream
+from load import HEADER, Options, Step, steps
+from stack import add_stack_arguments, postgres_connections, prepare, serve, server_metrics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--searches", type=float, default=20.0, help="a second")
+    parser.add_argument("--feed", type=float, default=40.0, help="listings a second")
+    parser.add_argument("--steps", type=int, default=3, help="with the feed")
+    parser.add_argument("--step-seconds", type=float, default=20.0)
+    add_stack_arguments(parser)
+    args = parser.parse_args()
+    with running(args.data_dir), ExitStack() as stack:
+        from django.conf import settings
+        from django.db import connection
+
+        from retrieval.pg import conninfo
+
+        postmaster = prepare(args.data_dir)
+        options = Options(
+            args.step_seconds, args.timeout_s, 1024, False, settings.SEARCH_DEADLINE_MS, 0.10
+        )
+        queries = itertools.cycle(query_pool(60_000))
+        connection.close()
+        log = args.data_dir / "feed-probe-web.log"
+        base_url, groups = serve(stack, args.url, log, postmaster)
+
+        def run(ramp: str, labels: Sequence[str]) -> list[Step]:
+            async def measured() -> list[Step]:
+                async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
+                    probes = [server_metrics(base_url), postgres_connections(pg)]
+                    rates = [(label, args.searches) for label in labels]
+                    return await steps(base_url, ramp, rates, queries, options, groups, probes)
+
+            return asyncio.run(measured())
+
+        print(HEADER, flush=True)
+        run("warm-up", ["warm"])
+        run("quiet", ["q"])
+        seconds = args.steps * (args.step_seconds + args.timeout_s) + 30
+        with feed_stream(args.feed, seconds, feed_skip(args.ingest_records)) as feed:
+            run("feed", [f"f{n}" for n in range(args.steps)])
+    print(f"feed: asked {args.feed:.1f}, achieved {feed.rate:.1f} listings/s")
+
+
+if __name__ == "__main__":
+    main()
