@@ -9,7 +9,8 @@ indexes of migration 0011 in id order, one pass over each. The join written flat
 x generations, then the embeddings on both ids) was planned as one index probe per
 listing with the generation left to a filter, a skip scan each time: at 100,000 listings
 601,699 buffers and 150 ms on three processes (the query's own and two parallel workers)
-for every claim and every lag read, against 3,120 buffers on one (docs/benchmarks.md)."""
+for every claim and every lag read, against 3,120 buffers on one (docs/reliability.md,
+session 13)."""
 
 # FROM-clause items: `g`, each generation, and `l`, its pending listings (id, fetched_at).
 _PENDING = """
