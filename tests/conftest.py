@@ -256,3 +256,13 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
 
     monkeypatch.setattr(views, "hydrate", behind_a_lock)
     monkeypatch.setattr(page, "hydrate", behind_a_lock)
+
+
+@pytest.fixture
+def patient_search(settings: Settings) -> None:
+    """Budgets no loaded machine misses, for tests about what a search does rather than
+    how fast: a vector stage cut short says nothing about its index (test_admin_edits),
+    and a statement that waits on a lock only 40 ms can end before an observer that
+    connects anew for each look sees it (test_application_names)."""
+    settings.SEARCH_DEADLINE_MS = 10_000.0
+    settings.SEARCH_VECTOR_BUDGET_MS = 5_000.0

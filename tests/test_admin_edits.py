@@ -13,7 +13,7 @@ from django.db import transaction
 from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils import timezone
-from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from ingestion import generations, merging
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
@@ -84,14 +84,6 @@ def no_queued_embedding() -> Iterator[None]:
     redis.delete("embedding", EMBED_SCHEDULED_KEY)
     yield
     redis.delete("embedding", EMBED_SCHEDULED_KEY)
-
-
-@pytest.fixture
-def patient_search(settings: Settings) -> None:
-    """Budgets no loaded machine misses: this is about what the indexes hold, not how fast
-    they answer, and a vector stage cut short would say nothing about its index."""
-    settings.SEARCH_DEADLINE_MS = 10_000.0
-    settings.SEARCH_VECTOR_BUDGET_MS = 5_000.0
 
 
 def test_the_embedded_fields_are_all_the_embedded_text_is_made_of() -> None:

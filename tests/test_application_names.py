@@ -9,7 +9,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 from django.test import AsyncClient
-from pytest_django import Settings
 
 from resilience.redis_clients import get_redis
 from retrieval import warm
@@ -33,13 +32,10 @@ async def _names_of(url: str, tag: str) -> set[str]:
         return {str(row[0]) for row in await cursor.fetchall()}
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_a_search_names_its_connections(
-    async_client: AsyncClient, warmed_up: None, test_database_url: str, settings: Settings
+    async_client: AsyncClient, warmed_up: None, test_database_url: str
 ) -> None:
-    # The vector statement waits on the lock for its budget only (40 ms): an observer that
-    # connects anew for each look could miss it on a loaded machine, and then wait in vain.
-    settings.SEARCH_DEADLINE_MS = 10_000.0
-    settings.SEARCH_VECTOR_BUDGET_MS = 5_000.0
     async with embeddings_locked(test_database_url):
         search = asyncio.create_task(async_client.get("/api/search", {"q": "jazz"}))
 

@@ -27,6 +27,7 @@ from tests.search_fixtures import index_listings
 
 pytestmark = pytest.mark.django_db
 EMBEDDINGS = "ingestion_listing_embedding"
+CLAIM_PARAMS: list[str | int] = [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, 128]  # a claim of 128
 WALKS = 600  # a few pages of listings: on one, every plan costs about the same
 
 
@@ -65,13 +66,12 @@ def test_the_embedding_lag_reads_only_the_covering_index() -> None:
 
 def test_a_claim_reads_only_the_covering_index() -> None:
     index_listings()
-    params: list[str | int] = [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, 128]
-    assert _scans_of(EMBEDDINGS, CLAIM_SQL, params) == ["Index Only Scan"]
+    assert _scans_of(EMBEDDINGS, CLAIM_SQL, CLAIM_PARAMS) == ["Index Only Scan"]
 
 
 @pytest.mark.parametrize(
     ("statement", "params"),
-    [(PENDING_SQL, []), (CLAIM_SQL, [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, 128])],
+    [(PENDING_SQL, []), (CLAIM_SQL, CLAIM_PARAMS)],
     ids=["lag", "claim"],
 )
 def test_the_pending_pairs_are_found_in_one_generations_index_entries(
