@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -364,23 +365,41 @@ async def test_queries_are_embedded_one_per_core_and_a_cancelled_one_never(
     assert sorted(encoded) == sorted([f"query {n}" for n in range(cores)] + ["after"])
 
 
-def test_onnx_queries_get_a_one_thread_session_and_batches_their_own(
-    onnx_cache_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def session_options(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The options of every onnxruntime session made during the test, in order."""
     import onnxruntime as ort
 
-    sessions: list[int] = []
+    made: list[Any] = []
     real_session = ort.InferenceSession
 
     def recording_session(path: str, options: ort.SessionOptions, **kwargs: object) -> object:
-        sessions.append(options.intra_op_num_threads)
+        made.append(options)
         return real_session(path, options, **kwargs)
 
     monkeypatch.setattr(ort, "InferenceSession", recording_session)
+    return made
+
+
+def test_onnx_queries_get_a_one_thread_session_and_batches_their_own(
+    onnx_cache_dir: Path, session_options: list[Any]
+) -> None:
+    def threads() -> list[int]:
+        return [options.intra_op_num_threads for options in session_options]
+
     embedder = Embedder.load("onnx", cache_dir=onnx_cache_dir, threads=2)
-    assert sessions == [1]  # the query session at once; the batch session when it is used
+    assert threads() == [1]  # the query session at once; the batch session when it is used
     embedder.embed_query("a query")
     embedder.embed_query("another query")
-    assert sessions == [1]
+    assert threads() == [1]
     embedder.embed_documents(["a document", "another document"])
-    assert sessions == [1, 2]
+    assert threads() == [1, 2]
+
+
+def test_onnx_sessions_keep_no_memory_plan_per_input_shape(
+    onnx_cache_dir: Path, session_options: list[Any]
+) -> None:
+    embedder = Embedder.load("onnx", cache_dir=onnx_cache_dir, threads=2)
+    embedder.embed_documents(["a document", "another, longer document"])
+    # The query session and the batch session (docs/benchmarks.md: a plan per shape).
+    assert [options.enable_mem_pattern for options in session_options] == [False, False]
