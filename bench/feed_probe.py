@@ -24,11 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, running
 
 sys.path.insert(0, str(REPO))
-import psycopg
 from capacity import feed_skip, query_pool
 from feed import feed_stream
 from load import HEADER, Options, Step, steps
-from stack import add_stack_arguments, postgres_connections, prepare, serve, server_metrics
+from stack import add_stack_arguments, prepare, serve, step_probes
 
 
 def main() -> None:
@@ -43,8 +42,6 @@ def main() -> None:
         from django.conf import settings
         from django.db import connection
 
-        from retrieval.pg import conninfo
-
         postmaster = prepare(args.data_dir)
         options = Options(
             args.step_seconds, args.timeout_s, 1024, False, settings.SEARCH_DEADLINE_MS, 0.10
@@ -56,8 +53,7 @@ def main() -> None:
 
         def run(ramp: str, labels: Sequence[str]) -> list[Step]:
             async def measured() -> list[Step]:
-                async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
-                    probes = [server_metrics(base_url), postgres_connections(pg)]
+                async with step_probes(base_url) as probes:
                     rates = [(label, args.searches) for label in labels]
                     return await steps(base_url, ramp, rates, queries, options, groups, probes)
 

@@ -40,7 +40,6 @@ from harness import REPO, running
 
 sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evaluation/)
 import psutil
-import psycopg
 from capacity import feed_skip, ingestion_capacity, query_pool, search_capacity
 from feed import feed_stream
 from openloop import Connections, Probe, Schedule, StepFigures, run, summarise
@@ -49,10 +48,9 @@ from stack import (
     add_stack_arguments,
     cores_used,
     cpu_seconds,
-    postgres_connections,
     prepare,
     serve,
-    server_metrics,
+    step_probes,
 )
 
 SEARCH_PATH = "/api/search"
@@ -248,7 +246,6 @@ def main() -> None:
         from django.conf import settings
         from django.db import connection
 
-        from retrieval.pg import conninfo
         from retrieval.service import vector_breaker
 
         postmaster = prepare(args.data_dir)
@@ -282,8 +279,7 @@ def main() -> None:
         queries = itertools.cycle(pool)
 
         async def ramp(name: str) -> tuple[list[Step], list[Step]]:
-            async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
-                probes = [server_metrics(base_url), postgres_connections(pg)]
+            async with step_probes(base_url) as probes:
                 warm = [("warm", rates[0][1])]
                 await steps(base_url, "warm-up", warm, queries, options, groups, probes)
                 # The vector breaker is shared through Valkey: one the warm-up left open

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -316,6 +316,16 @@ def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
         return {"pg_connections": total, "pg_active": active}
 
     return probe
+
+
+@contextlib.asynccontextmanager
+async def step_probes(base_url: str) -> AsyncIterator[list[Probe]]:
+    """What every load step samples: the web server's /metrics and Postgres's client
+    connections, asked on a connection of the probes' own, open for the block."""
+    from retrieval.pg import conninfo
+
+    async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
+        yield [server_metrics(base_url), postgres_connections(pg)]
 
 
 def valkey_memory() -> Probe:
