@@ -27,9 +27,10 @@ from django.db import DatabaseError, connection
 from ingestion.generations import active_generation, hnsw_index_name
 from retrieval import service
 from retrieval.hybrid import NoAnswerError
+from retrieval.kept_loop import close_loop_clients
 from retrieval.pg import WARMING_CONNECTIONS, connections_named
 from retrieval.query import parse_query
-from retrieval.warm import close_loop_clients, search_unaccounted
+from retrieval.warm import search_unaccounted
 
 logger = logging.getLogger(__name__)
 

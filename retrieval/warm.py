@@ -7,30 +7,22 @@ probe from a real search), nor behind a lock on the tables it reads, which it gi
 after `LOCK_WAIT_MS` instead of its whole budget; and it never tells the breaker of its
 outcome, which has a budget no request has. A job dropped for either reason is counted
 and leaves its key free to be scheduled again. Every task of a process runs on one event
-loop, kept in a thread of its own, so its connections outlive the task (`KeptLoop`).
+loop, kept in a thread of its own, so its connections outlive the task
+(retrieval/kept_loop.py).
 """
 
-import asyncio
 import dataclasses
-import os
-import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
 
 from django.conf import settings
 from psycopg.errors import LockNotAvailable
 
 from resilience.redis_clients import get_redis
 from retrieval import metrics
-from retrieval.cache import RedisResultCache, close_async_redis
+from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.hybrid import hybrid_search, writes_done
-from retrieval.pg import (
-    WARMING_CONNECTIONS,
-    close_pool,
-    connections_named,
-    fetch_with_local_settings,
-)
+from retrieval.kept_loop import KeptLoop
+from retrieval.pg import WARMING_CONNECTIONS, connections_named, fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
 from retrieval.warming import job_key, load_job, release
@@ -68,56 +60,6 @@ class AlwaysAllow:
 
 async def _no_warming(key: str, query: Query) -> None:
     pass
-
-
-T = TypeVar("T")
-
-
-class KeptLoop:
-    """An event loop in a thread of its own, which the coroutines given to `run` share,
-    and with it the pool of Postgres connections and the Redis client it opens.
-
-    A loop per task (`asyncio.run`) closed its pool with it, so every task opened new
-    connections: a backend forked, its caches cold, for every search warmed. That cost
-    38-45 ms of Postgres CPU per task against 7.5-8 ms on a kept loop, at up to 5 tasks a
-    second per web process, just when searches were timing out: the extra load turned a
-    few timeouts into seconds in which nearly every search fell back (docs/reliability.md).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid: int | None = None
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._running()).result()
-
-    def _running(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            # A forked child (Celery's pool) has the parent's loop object but not its thread.
-            if self._loop is None or self._pid != os.getpid():
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name=self._name, daemon=True
-                )
-                self._thread.start()
-                self._pid = os.getpid()
-            return self._loop
-
-    def stop(self) -> None:
-        """Close the loop's pool and Redis client, then the loop (a worker process's
-        shutdown; a test's end)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop, self._thread = None, None
-            if loop is None or thread is None or self._pid != os.getpid():
-                return
-            asyncio.run_coroutine_threadsafe(close_loop_clients(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
 
 
 tasks_loop = KeptLoop("warming-loop")
@@ -185,9 +127,3 @@ async def search_unaccounted(query: Query) -> Mode:
         return (await hybrid_search(query, deadline, deps)).mode
     finally:
         await writes_done()  # the result is what this search is for
-
-
-async def close_loop_clients() -> None:
-    """Close this event loop's pool and Redis client: a task's loop ends with it."""
-    await close_pool()
-    await close_async_redis()
