@@ -248,18 +248,25 @@ def vector_stall(args: argparse.Namespace) -> None:
         before_s, after_s = 5.0, 15.0
         with psycopg.connect(conninfo()) as holder:
 
-            async def run() -> tuple[float, float]:
+            async def run() -> tuple[float, float, float]:
                 phases = asyncio.create_task(traffic.run(before_s + args.stall_s + after_s))
                 await asyncio.sleep(before_s)
-                holder.execute("LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE")
-                locked = time.monotonic()
-                await asyncio.sleep(args.stall_s)
-                holder.rollback()
+                # The stall begins when the lock is asked for: queued behind a transaction
+                # of the embedding worker's, it already blocks every later reader. Asked on
+                # the event loop, the wait stopped the searches' sends too (once 15 s).
+                asked = time.monotonic()
+                await asyncio.to_thread(
+                    holder.execute,
+                    "LOCK TABLE ingestion_listing_embedding IN ACCESS EXCLUSIVE MODE",
+                )
+                granted = time.monotonic()
+                await asyncio.sleep(args.stall_s - (granted - asked))
+                await asyncio.to_thread(holder.rollback)
                 released = time.monotonic()
                 await phases
-                return locked, released
+                return asked, granted, released
 
-            locked, released = asyncio.run(run())
+            locked, granted, released = asyncio.run(run())
         during = [eid for when, eid in ingest.sent if locked <= when < released]
         while _unembedded(during) and time.monotonic() - released < 600:
             time.sleep(0.1)
@@ -275,7 +282,12 @@ def vector_stall(args: argparse.Namespace) -> None:
         "stall": [o for o in traffic.outcomes if locked <= o.sent_at < released],
         "after": [o for o in traffic.outcomes if o.sent_at >= released],
     }
-    print(f"vector stall of {args.stall_s:.0f} s, warming {'off' if args.no_warming else 'on'}")
+    warming = "off" if args.no_warming else "on"
+    waited = granted - locked
+    print(
+        f"vector stall of {released - locked:.1f} s (the lock granted after {waited:.1f} s),"
+        f" warming {warming}"
+    )
     for name, outcomes in phases.items():
         print(f"  {name:7} {json.dumps(summary(outcomes))}")
     print(f"  warming events {json.dumps(events)}; queue high-water {high_water[0]}")
