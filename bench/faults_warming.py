@@ -266,8 +266,8 @@ def vector_stall(args: argparse.Namespace) -> None:
                 await phases
                 return asked, granted, released
 
-            locked, granted, released = asyncio.run(run())
-        during = [eid for when, eid in ingest.sent if locked <= when < released]
+            asked, granted, released = asyncio.run(run())
+        during = [eid for when, eid in ingest.sent if asked <= when < released]
         while _unembedded(during) and time.monotonic() - released < 600:
             time.sleep(0.1)
         catch_up_s = time.monotonic() - released
@@ -278,14 +278,14 @@ def vector_stall(args: argparse.Namespace) -> None:
         events = warming_events(f"{base}/metrics")
     remove_bench_sources()  # the bench database keeps exactly the listings it was built with
     phases = {
-        "before": [o for o in traffic.outcomes if o.sent_at < locked],
-        "stall": [o for o in traffic.outcomes if locked <= o.sent_at < released],
+        "before": [o for o in traffic.outcomes if o.sent_at < asked],
+        "stall": [o for o in traffic.outcomes if asked <= o.sent_at < released],
         "after": [o for o in traffic.outcomes if o.sent_at >= released],
     }
     warming = "off" if args.no_warming else "on"
-    waited = granted - locked
+    waited = granted - asked
     print(
-        f"vector stall of {released - locked:.1f} s (the lock granted after {waited:.1f} s),"
+        f"vector stall of {released - asked:.1f} s (the lock granted after {waited:.1f} s),"
         f" warming {warming}"
     )
     for name, outcomes in phases.items():
