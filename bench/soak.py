@@ -10,7 +10,8 @@ Reported, as markdown tables and JSON:
   errors (neither a 200 nor a 503; target 0), 503s, fallback share;
 - the resident memory of every process (web, worker and its pool, Postgres and its
   backends, Valkey) after --warm-up-minutes against the end (target: growth <= 5 %);
-- Postgres client connections and Valkey's used memory, sampled each minute (flat).
+- Postgres client connections, in all and of each role (application_name), and Valkey's
+  used memory, sampled each minute (flat).
 
 The load runs in one-minute open-loop runs back to back (bench/openloop.py); each ends
 when its last request has, so between two there is a gap of one request's latency.
@@ -45,6 +46,7 @@ from stack import (
 )
 
 MINUTE_S = 60.0
+ROLE_PREFIX = "pg_connections:"
 SEARCH_PATH = "/api/search"
 
 
@@ -55,6 +57,7 @@ class Minute:
     run: Run
     rss_mb: dict[str, float]
     pg_connections: float
+    pg_roles: dict[str, float]  # the connections of each application_name
     valkey_used_memory_mb: float
 
 
@@ -80,6 +83,11 @@ async def soak(
                     step,
                     rss_mb(groups),
                     seen["pg_connections"],
+                    {
+                        key.removeprefix(ROLE_PREFIX): value
+                        for key, value in seen.items()
+                        if key.startswith(ROLE_PREFIX)
+                    },
                     seen["valkey_used_memory_mb"],
                 )
                 result.append(minute)
@@ -173,10 +181,12 @@ def main() -> None:
             result = asyncio.run(soak(base_url, rate, args.minutes, groups, args.timeout_s, pool))
     by_window = windows(result, args.window_minutes)
     rss = memory(result, args.warm_up_minutes)
+    roles = sorted({role for minute in result for role in minute.pg_roles})
     samples = [
         {
             "minute": number + 1,
             "pg_connections": minute.pg_connections,
+            **{role: minute.pg_roles.get(role, 0.0) for role in roles},
             "valkey_used_memory_mb": round(minute.valkey_used_memory_mb, 2),
         }
         for number, minute in enumerate(result)

@@ -303,17 +303,22 @@ def server_metrics(base_url: str) -> Probe:
 
 def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
     """Client connections to Postgres, and how many are running a statement now, asked on
-    `conn` (autocommit). A search pool at its limit shows here as every one of its
-    connections active."""
+    `conn` (autocommit); also each role's connections (`pg_connections:<application_name>`,
+    which every process of the stack sets). A search pool at its limit shows here as every
+    one of its connections active."""
 
     async def probe() -> dict[str, float]:
         cursor = await conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity"
+            "SELECT application_name, count(*), count(*) FILTER (WHERE state = 'active')"
+            " FROM pg_stat_activity"
             " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " GROUP BY application_name"
         )
-        row = await cursor.fetchone()
-        total, active = row if row else (0, 0)
-        return {"pg_connections": total, "pg_active": active}
+        rows = await cursor.fetchall()
+        seen = {f"pg_connections:{name or '-'}": float(count) for name, count, _ in rows}
+        seen["pg_connections"] = float(sum(count for _, count, _ in rows))
+        seen["pg_active"] = float(sum(active for _, _, active in rows))
+        return seen
 
     return probe
 
