@@ -30,7 +30,9 @@ DATE_SHORTCUTS = ("today", "this-weekend", "next-7-days")
 # the two equal), written out so that this module needs no Django models.
 SourceKind = Literal["feed", "calendar", "editorial"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("feed", "calendar", "editorial")
-Stage = Literal["lexical", "vector"]
+# "cache": a cache_fallback answer's listing from the cached ranking (retrieval/hybrid.py);
+# the schema left it out, and such answers broke their own contract.
+Stage = Literal["lexical", "vector", "cache"]
 
 # Text with a character other than white space, and no control character but white space
 # (tab to carriage return): what the query parser takes.
@@ -173,7 +175,9 @@ class ResultBody(TypedDict):
     when: Annotated[str, Field(description="Start and end for people: 'Sat 6 Dec, 19:30 GMT'.")]
     url: str
     snippet: Annotated[str, Field(description="HTML: escaped text, <mark> around matches.")]
-    matched: Annotated[list[Stage], Field(description="The stages that found this listing.")]
+    matched: Annotated[
+        list[Stage], Field(description="The stages that found this listing (cache: its ranking).")
+    ]
     sources: Annotated[list[SourceBody], Field(description="Where this listing came from.")]
     provenance: Annotated[
         str, Field(description="`sources` for people: 'from Barbican calendar · Time Out feed'.")

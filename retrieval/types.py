@@ -153,7 +153,7 @@ class SearchOutcome:
     # Listing ids, best first: every candidate, more than k; the response shows the first
     # k that can still be shown (retrieval/hydrate.py).
     ranking: list[int]
-    matched: dict[int, set[str]]  # listing id -> stages that found it ("lexical", "vector")
+    matched: dict[int, set[str]]  # listing id -> stages that found it (api_types.Stage)
     reasons: list[Reason] = field(default_factory=list)
     generation: int | None = None
     cache_age_s: float | None = None

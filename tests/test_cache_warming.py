@@ -6,6 +6,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
+from pydantic import TypeAdapter
 from pytest_django.fixtures import Settings
 
 from ingestion import generations
@@ -13,6 +14,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from resilience.redis_clients import get_redis
 from retrieval import service
+from retrieval.api_types import SearchBody
 from retrieval.cache import cache_key
 from retrieval.query import parse_query
 from tests.conftest import eventually, start_worker, stop_worker, wait_until
@@ -86,6 +88,7 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     assert body["degraded"] is True
     assert body["cache_age_s"] is not None
     assert body["results"][0]["title"] in {"Jazz quartet at the riverside", "Late-night jazz jam"}
+    TypeAdapter(SearchBody).validate_python(body)  # the documented schema admits it
 
     await sync_to_async(_new_active_generation)()
     service.forget_active_generation()
