@@ -63,6 +63,7 @@ def _public_and_judged() -> tuple[Listing, IndexGeneration, IndexGeneration]:
     return judged, public, judged_generation
 
 
+@pytest.mark.usefixtures("patient_search")  # hybrid is asserted: no budget may run out
 async def test_a_public_search_never_returns_a_judged_document(async_client: AsyncClient) -> None:
     judged, _, _ = await _public_and_judged()
     assert judged.audience == JUDGED  # from its source, through the real path
