@@ -247,9 +247,14 @@ async def _active_generation(
     deps: Dependencies, deadline: SearchDeadline, reasons: list[Reason]
 ) -> int | None:
     """The generation to search, or None with the reason why not: there is none the
-    embedder can search, or the database could not say in time."""
+    embedder can search, the vector budget ran out while asking (a cold process's first
+    lookup waits for a pool connection: on a loaded machine past 40 ms), or the database
+    could not say."""
     try:
         generation = await deps.active_generation(deadline.vector or deadline.stages)
+    except (TimeoutError, StageTimeoutError):
+        reasons.append(Reason.VECTOR_TIMEOUT)
+        return None
     except Exception:
         reasons.append(Reason.DATABASE_ERROR)
         return None

@@ -92,6 +92,18 @@ async def test_a_generation_lookup_that_errs_is_a_database_error_not_no_generati
     assert (await hybrid_search(QUERY, deadline(), missing)).reasons == [Reason.NO_GENERATION]
 
 
+async def test_a_generation_lookup_out_of_budget_is_a_vector_timeout_not_a_database_error() -> None:
+    async def stalled_lookup(deadline: Deadline) -> int | None:
+        await asyncio.wait_for(asyncio.Event().wait(), deadline.remaining_ms() / 1000)
+        return 1
+
+    deps = dataclasses.replace(
+        dependencies(FixedLexical([1]), FixedVector([2])), active_generation=stalled_lookup
+    )
+    outcome = await hybrid_search(QUERY, deadline(), deps)
+    assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.VECTOR_TIMEOUT])
+
+
 async def test_every_candidate_is_ranked_so_hydration_can_skip_withdrawn_ones() -> None:
     # k is 5; both stages' candidates (up to 15 each) stay in the ranking, best first.
     lexical, vector = FixedLexical(list(range(1, 9))), FixedVector(list(range(20, 26)))
