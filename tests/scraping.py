@@ -33,6 +33,12 @@ class Scrape:
     def total_since(self, before: "Scrape", name: str, **labels: str) -> float:
         return self.total(name, **labels) - before.total(name, **labels)
 
+    def split_since(self, before: "Scrape", name: str, label: str) -> dict[str, float]:
+        """What each value of `label` added to `name` since `before` (the nonzero ones)."""
+        values = {dict(series)[label] for sample, series in self.samples if sample == name}
+        split = {value: self.total_since(before, name, **{label: value}) for value in values}
+        return {value: added for value, added in split.items() if added}
+
 
 async def scrape(client: AsyncClient) -> Scrape:
     response = await client.get("/metrics")

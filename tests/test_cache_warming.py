@@ -16,8 +16,9 @@ from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.api_types import SearchBody
 from retrieval.cache import cache_key
+from retrieval.hybrid import writes_done
 from retrieval.query import parse_query
-from tests.conftest import eventually, start_worker, stop_worker, wait_until
+from tests.conftest import start_worker, stop_worker, wait_until
 from tests.scraping import scrape
 from tests.search_fixtures import embeddings_locked, index_listings, search_json
 
@@ -49,8 +50,11 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     settings.SEARCH_DEADLINE_MS = 5_000.0
     await sync_to_async(index_listings)()
     redis = get_redis()
-    redis.delete("warming")
     await search_json(async_client, q="warm up")  # imports, pools and the model load: not measured
+    # Its cold vector stage may have missed the budget: its warming is decided, and queued,
+    # before the count starts (counted after it, it was a second "enqueued").
+    await writes_done()
+    redis.delete("warming")
     before = await scrape(async_client)
 
     async with embeddings_locked(test_database_url):
@@ -58,18 +62,15 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
             *(search_json(async_client, q="jazz night") for _ in range(20))
         )
     assert {body["mode"] for body in bodies} == {"lexical_fallback"}
-    timed_out = sum("vector_timeout" in body["reasons"] for body in bodies)
+    timed_out = sum(
+        bool({"vector_timeout", "embed_timeout"} & set(body["reasons"])) for body in bodies
+    )
     assert timed_out
 
-    async def every_timeout_warmed_or_deduplicated() -> bool:
-        now = await scrape(async_client)
-        events = ("enqueued", "deduplicated")
-        decided = sum(now.since(before, WARMING, event=event) for event in events)
-        return decided == timed_out
-
-    # Warming may be scheduled behind the response: wait for each timeout's decision.
-    await eventually(every_timeout_warmed_or_deduplicated, 10, "every warming decision")
-    assert redis.llen("warming") == 1  # twenty timeouts, one task
+    await writes_done()  # each timeout's warming is decided behind its response
+    decisions = (await scrape(async_client)).split_since(before, WARMING, "event")
+    assert decisions == {"enqueued": 1, "deduplicated": timed_out - 1}  # one task for twenty
+    assert redis.llen("warming") == 1
 
     generation = bodies[0]["index_generation"]
     key = cache_key(parse_query("jazz night", None), generation)

@@ -140,6 +140,7 @@ def test_it_refuses_to_import_into_a_public_source_of_the_same_name(tmp_path: Pa
 JUDGED_TITLE = "Organ recital of heated aircraft wings"
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_a_public_search_never_finds_an_imported_document(
     tmp_path: Path, async_client: AsyncClient
 ) -> None:

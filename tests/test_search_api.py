@@ -23,6 +23,7 @@ from tests.search_fixtures import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, warmed_up: None) -> None:
     body = await search_json(async_client, q="jazz", timeout_ms="2000")
     assert body["mode"] == "hybrid"
@@ -35,6 +36,7 @@ async def test_a_search_is_hybrid_and_says_so(async_client: AsyncClient, warmed_
     assert "<mark>jazz</mark>" in first["snippet"]
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_meaning_finds_what_words_do_not(
     async_client: AsyncClient, indexed_listings: None
 ) -> None:

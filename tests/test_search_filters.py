@@ -106,6 +106,7 @@ def _ids(body: dict[str, Any], ids: dict[str, int]) -> set[str]:
     return {names[result["id"]] for result in body["results"]}
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_a_search_without_dates_never_returns_an_ended_event(
     async_client: AsyncClient, listed: dict[str, int]
 ) -> None:
@@ -156,6 +157,7 @@ async def test_a_cached_ranking_never_shows_an_event_that_ended_since(
     assert _ids(body, listed) == {"future", "all_day", "undated", "cafe"}
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_venue_matches_names_without_case_or_accents(
     async_client: AsyncClient, listed: dict[str, int]
 ) -> None:

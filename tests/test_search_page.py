@@ -57,6 +57,7 @@ def _mode(section_html: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_the_page_lists_the_final_results_with_their_marked_snippets(
     async_client: AsyncClient, warmed_up: None
 ) -> None:
