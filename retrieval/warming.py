@@ -71,8 +71,9 @@ async def schedule_warming(key: str, query: Query) -> None:
     client = async_redis()
     reservation = uuid.uuid4().hex
     try:
-        room = await client.eval(
-            _RESERVE, 2, WARMING_QUEUE, RESERVATIONS, MAX_QUEUED, RESERVATION_TTL_MS, reservation
+        # EVALSHA, the script sent only if the server does not have it yet.
+        room = await client.register_script(_RESERVE)(
+            keys=[WARMING_QUEUE, RESERVATIONS], args=[MAX_QUEUED, RESERVATION_TTL_MS, reservation]
         )
         if not room:
             metrics.WARMING.labels(event="dropped_queue_full").inc()
