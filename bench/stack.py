@@ -34,7 +34,7 @@ Groups = Mapping[str, list[psutil.Process]]
 @contextmanager
 def web_server(log: Path) -> Iterator[str]:
     """uvicorn serving the site on 127.0.0.1 as `make run` starts it, its output (a line
-    per 503 under overload) to `log`; yields the base URL once a search answers."""
+    per 503 under overload) to `log`; yields the base URL once it is ready."""
     from search import free_port
 
     from searchsite.supervisor import web_argv
@@ -51,26 +51,30 @@ def web_server(log: Path) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        _wait_until_answering(base_url, server)
+        _wait_until_ready(base_url, server)
         yield base_url
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
 
 
-def _wait_until_answering(base_url: str, server: subprocess.Popen[bytes]) -> None:
-    async def first_answer() -> None:
+def _wait_until_ready(base_url: str, server: subprocess.Popen[bytes]) -> None:
+    """Until the server is ready, as `make run`'s supervisor waits for it: its first probe
+    warms the process (its model, its whole pool, its statements), and the stack if cold."""
+
+    async def ready() -> None:
         connections = Connections(base_url, limit=1)
         try:
             while server.poll() is None:
                 with contextlib.suppress(OSError):
-                    await connections.get("/api/search?q=warm", lambda: None)  # loads the model
-                    return
+                    status, _ = await connections.get("/healthz/ready", lambda: None)
+                    if status == 200:
+                        return
                 await asyncio.sleep(0.1)
         finally:
             await connections.close()
 
-    asyncio.run(asyncio.wait_for(first_answer(), timeout=120))
+    asyncio.run(asyncio.wait_for(ready(), timeout=300))
     if server.poll() is not None:
         raise SystemExit(f"the web server exited with {server.returncode}")
 

@@ -270,8 +270,11 @@ SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
 # A proxy in front that stamps X-Request-Start (and strips the clients' own): only then
 # may a search's deadline count from the proxy's receipt (retrieval/arrival.py).
 SEARCH_TRUST_X_REQUEST_START = env_bool("SEARCH_TRUST_X_REQUEST_START", False)
-SEARCH_POOL_MIN = env_int("SEARCH_POOL_MIN", 2)
-SEARCH_POOL_MAX = env_int("SEARCH_POOL_MAX", 32)
+# Search connections per pool, at most; a web process opens them all before it takes
+# traffic and keeps them (retrieval/pg.py, fill_pool): as many as the searches the door
+# admits can hold at once (a lexical stage each, and the vector stages the vector limit
+# admits), so the pool is never a second, hidden queue.
+SEARCH_POOL_SIZE = env_int("SEARCH_POOL_SIZE", SEARCH_MAX_IN_FLIGHT + SEARCH_MAX_VECTOR_IN_FLIGHT)
 SEARCH_CACHE_TTL_S = env_int("SEARCH_CACHE_TTL_S", 24 * 3600)
 # A process writes a key it cached less than this long ago again only after it.
 SEARCH_CACHE_REWRITE_S = env_float("SEARCH_CACHE_REWRITE_S", 60.0)

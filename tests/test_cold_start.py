@@ -15,7 +15,7 @@ from pytest_django import Settings
 from ingestion import generations
 from ingestion.generations import hnsw_index_name
 from resilience.redis_clients import get_redis
-from retrieval import cold_start, service
+from retrieval import cold_start, pg, service
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.query import parse_query
@@ -54,11 +54,12 @@ async def _background_done() -> bool:
 
 
 async def test_readiness_warms_up_the_process_own_event_loop_first(
-    async_client: AsyncClient,
+    async_client: AsyncClient, settings: Settings
 ) -> None:
     """With the stack warm, the first readiness probe runs the warm-up searches on this
-    process's own loop: its pool opened, its statements prepared, and the breaker told of
-    nothing."""
+    process's own loop: its pool opened whole and kept so, its statements prepared, and the
+    breaker told of nothing."""
+    settings.SEARCH_POOL_SIZE = 5
     await sync_to_async(index_listings)()
     await sync_to_async(cold_start.mark_warmed_up)()  # the stack warmed by bootstrap
     generation = await service.active_generation(Deadline.after(5000))
@@ -69,6 +70,9 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
     assert (await async_client.get("/healthz/ready")).status_code == 200
 
     assert get_redis().exists(warmed_key)  # its searches ran, here, before the answer
+    pool = await pg.get_pool()
+    assert pool.get_stats()["pool_available"] == 5  # every connection open before traffic
+    assert (pool.min_size, pool.max_size) == (5, 5)  # and none closed for being idle
     await sync_to_async(service.vector_gate().flush)()
     assert await sync_to_async(service.vector_breaker().window)() == (0, 0)
 

@@ -152,4 +152,4 @@ def test_postgres_stopped_fails_fast_recovers_and_applies_each_batch_once(stack:
         ).fetchone()
     assert versions == [("Details v2", 2, ITEMS)], "the batch was lost or applied twice"
     assert connections is not None
-    assert 1 <= connections[0] <= settings.SEARCH_POOL_MAX, "the search pool not whole again"
+    assert 1 <= connections[0] <= settings.SEARCH_POOL_SIZE, "the search pool not whole again"

@@ -17,7 +17,7 @@ def _sample(name: str) -> float:
 
 
 async def test_waits_for_a_connection_are_timed_and_timeouts_counted(settings: Settings) -> None:
-    settings.SEARCH_POOL_MIN = settings.SEARCH_POOL_MAX = 1
+    settings.SEARCH_POOL_SIZE = 1
     waits, timeouts = (
         _sample("retrieval_pool_wait_seconds_count"),
         _sample("retrieval_pool_timeouts_total"),
