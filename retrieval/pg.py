@@ -204,9 +204,9 @@ async def get_pool() -> AsyncConnectionPool:
     return pool
 
 
-async def fill_pool(timeout_s: float) -> bool:
+async def fill_pool(timeout_s: float) -> None:
     """Open this event loop's pool whole, SEARCH_POOL_SIZE connections, and keep them
-    (min = max: none is closed for being idle); whether it was whole within `timeout_s`.
+    (min = max: none is closed for being idle), waiting at most `timeout_s` for them.
 
     For a web process before it takes traffic (retrieval/cold_start.py). A pool that grows
     with demand and shrinks when idle took Postgres' connections from 6 to 14 during a
@@ -218,8 +218,6 @@ async def fill_pool(timeout_s: float) -> bool:
         await pool.wait(timeout_s)
     except PoolTimeout:
         logger.warning("search pool: not whole in %.1f s; it goes on connecting", timeout_s)
-        return False
-    return True
 
 
 @asynccontextmanager
