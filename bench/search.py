@@ -380,7 +380,7 @@ async def _idle_after(
     observer: psycopg.AsyncConnection[TupleRow], holder_pid: int, expiry: float
 ) -> float:
     """Poll until no vector statement is active (after the budget)."""
-    from retrieval.pg import VECTOR_TAG
+    from retrieval.pg_statement import VECTOR_TAG
 
     seen_active = False
     while True:

@@ -12,7 +12,8 @@ from django.test import AsyncClient
 
 from resilience.redis_clients import get_redis
 from retrieval import warm
-from retrieval.pg import SEARCH_CONNECTIONS, VECTOR_TAG, WARMING_CONNECTIONS
+from retrieval.pg import SEARCH_CONNECTIONS, WARMING_CONNECTIONS
+from retrieval.pg_statement import VECTOR_TAG
 from retrieval.query import parse_query
 from retrieval.warm import LOCK_PROBE_TAG
 from retrieval.warming import job_key, job_payload

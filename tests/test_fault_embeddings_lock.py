@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from retrieval.pg import VECTOR_TAG
+from retrieval.pg_statement import VECTOR_TAG
 from tests.conftest import wait_until
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (

@@ -20,8 +20,9 @@ from asgiref.sync import sync_to_async
 from ingestion.models import Audience, Listing
 from retrieval import pg_lexical, vocabulary
 from retrieval.deadline import Deadline
-from retrieval.pg import LEXICAL_TAG, connection
+from retrieval.pg import connection
 from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.pg_statement import LEXICAL_TAG
 from retrieval.protocols import LexicalIndex
 from retrieval.query import parse_query
 from retrieval.types import Candidate, Query

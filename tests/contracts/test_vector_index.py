@@ -26,7 +26,8 @@ from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
 from retrieval import pg_vector
 from retrieval.deadline import Deadline
-from retrieval.pg import VECTOR_TAG, connection
+from retrieval.pg import connection
+from retrieval.pg_statement import VECTOR_TAG
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.protocols import VectorIndex
 from retrieval.types import Candidate
