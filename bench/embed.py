@@ -229,9 +229,16 @@ def main() -> int:
 
     best = next(row for row in rows if row.label.endswith("*"))
     best_p50 = float(np.percentile(best.latencies_ms, 50))
+    # The batch target is the runtime's (issue 2), on the two threads it was set for; the
+    # default leaves a core to the rest of the pipeline where there are only two
+    # (docs/architecture.md), and its row above shows what that costs a batch.
+    fastest = next(row for row in rows if row.label == "onnx, 2 thr")
     checks = [
         (f"query p50 <= {TARGET_QUERY_P50_MS} ms", best_p50 <= TARGET_QUERY_P50_MS),
-        (f"sorted batches >= {TARGET_PER_S:.0f} listings/s", best.sorted_per_s >= TARGET_PER_S),
+        (
+            f"sorted batches on 2 threads >= {TARGET_PER_S:.0f} listings/s",
+            fastest.sorted_per_s >= TARGET_PER_S,
+        ),
         (
             f"cosine >= {TARGET_MIN_COSINE} vs fp32",
             best.cosines(reference).min() >= TARGET_MIN_COSINE,

@@ -167,6 +167,15 @@ def test_unknown_runtime_is_refused() -> None:
         Embedder.load("tensorflow")
 
 
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (3, 2), (8, 2)])
+def test_a_batch_leaves_a_core_to_the_rest(
+    monkeypatch: pytest.MonkeyPatch, cores: int, threads: int
+) -> None:
+    monkeypatch.delenv("EMBEDDER_THREADS", raising=False)
+    monkeypatch.setattr(embedder_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert embedder_module.default_threads() == threads
+
+
 def test_thread_count_comes_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDDER_THREADS", "3")
     assert embedder_module.default_threads() == 3
