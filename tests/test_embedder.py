@@ -172,7 +172,7 @@ def test_a_batch_leaves_a_core_to_the_rest(
     monkeypatch: pytest.MonkeyPatch, cores: int, threads: int
 ) -> None:
     monkeypatch.delenv("EMBEDDER_THREADS", raising=False)
-    monkeypatch.setattr(embedder_module.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert embedder_module.default_threads() == threads
 
 
