@@ -142,8 +142,8 @@ def default_threads() -> int:
     # Of batches (queries have their own session), which leave one core to what runs beside
     # them: Postgres storing the vectors, the polls, and searches. On the 2-core target two
     # threads embed a batch faster alone, but they spend more CPU a listing: with one, the
-    # pipeline kept the model busy (end to end 0.93-0.96 of raw, against 0.79-0.82), and a
-    # feed at the same rate moved the searches' p99 less (docs/reliability.md, session 17).
+    # pipeline kept the model busy (end to end 0.93-0.96 of raw, against 0.79-0.82), and
+    # with a feed at the same rate fewer searches fell back (docs/reliability.md, session 17).
     # Past three cores, more threads than two were never measured. Where several processes
     # embed at once on the same cores (Celery concurrency > 1), set 1.
     return max(1, min(2, len(os.sched_getaffinity(0)) - 1))
