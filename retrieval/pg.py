@@ -183,6 +183,15 @@ def _new_pool() -> AsyncConnectionPool:
     )
 
 
+# psycopg_pool allows one wait() on a pool at a time (a second fails an assertion): the
+# first search's open and a readiness probe's fill, in two requests at once, take turns.
+_waits: "weakref.WeakKeyDictionary[AsyncConnectionPool, asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+def _wait_turn(pool: AsyncConnectionPool) -> asyncio.Lock:
+    return _waits.setdefault(pool, asyncio.Lock())
+
+
 async def get_pool() -> AsyncConnectionPool:
     loop = asyncio.get_running_loop()
     pool = _pools.get(loop)
@@ -194,7 +203,8 @@ async def get_pool() -> AsyncConnectionPool:
         # started meanwhile. psycopg closes a pool that timed out: one that keeps trying
         # takes its place, the outage known, so the searches after these fail at once.
         try:
-            await pool.open(wait=True, timeout=PROBE_TIMEOUT_S)
+            async with _wait_turn(pool):
+                await pool.open(wait=True, timeout=PROBE_TIMEOUT_S)
         except PoolTimeout as exc:
             pool = _pools[loop] = _new_pool()
             await pool.open(wait=False)
@@ -214,7 +224,8 @@ async def fill_pool(timeout_s: float) -> None:
     pool = await get_pool()
     await pool.resize(settings.SEARCH_POOL_SIZE)
     try:
-        await pool.wait(timeout_s)
+        async with _wait_turn(pool):
+            await pool.wait(timeout_s)
     except PoolTimeout:
         logger.warning("search pool: not whole in %.1f s; it goes on connecting", timeout_s)
 

@@ -2,6 +2,7 @@
 warmed up, warm-up reads the search's indexes into memory, and its searches never count
 against the vector breaker."""
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -75,6 +76,16 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
     assert (pool.min_size, pool.max_size) == (5, 5)  # and none closed for being idle
     await sync_to_async(service.vector_gate().flush)()
     assert await sync_to_async(service.vector_breaker().window)() == (0, 0)
+
+
+async def test_the_pool_filled_while_a_first_search_opens_it(settings: Settings) -> None:
+    """A readiness probe fills the pool while another request's first search is still
+    opening it: psycopg_pool's wait() asserts that no other is under way, and the probe
+    answered 500 (CI, session 17)."""
+    settings.SEARCH_POOL_SIZE = 5
+    await asyncio.gather(pg.get_pool(), pg.fill_pool(5.0))
+    pool = await pg.get_pool()
+    assert pool.get_stats()["pool_available"] == 5
 
 
 @contextmanager
