@@ -188,8 +188,10 @@ def _new_pool() -> AsyncConnectionPool:
 _waits: "weakref.WeakKeyDictionary[AsyncConnectionPool, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
-def _wait_turn(pool: AsyncConnectionPool) -> asyncio.Lock:
-    return _waits.setdefault(pool, asyncio.Lock())
+async def _wait(pool: AsyncConnectionPool, timeout_s: float) -> None:
+    """`pool.wait`, after any other wait on it has ended."""
+    async with _waits.setdefault(pool, asyncio.Lock()):
+        await pool.wait(timeout_s)
 
 
 async def get_pool() -> AsyncConnectionPool:
@@ -203,8 +205,8 @@ async def get_pool() -> AsyncConnectionPool:
         # started meanwhile. psycopg closes a pool that timed out: one that keeps trying
         # takes its place, the outage known, so the searches after these fail at once.
         try:
-            async with _wait_turn(pool):
-                await pool.open(wait=True, timeout=PROBE_TIMEOUT_S)
+            await pool.open(wait=False)
+            await _wait(pool, PROBE_TIMEOUT_S)
         except PoolTimeout as exc:
             pool = _pools[loop] = _new_pool()
             await pool.open(wait=False)
@@ -224,8 +226,7 @@ async def fill_pool(timeout_s: float) -> None:
     pool = await get_pool()
     await pool.resize(settings.SEARCH_POOL_SIZE)
     try:
-        async with _wait_turn(pool):
-            await pool.wait(timeout_s)
+        await _wait(pool, timeout_s)
     except PoolTimeout:
         logger.warning("search pool: not whole in %.1f s; it goes on connecting", timeout_s)
 
