@@ -5,11 +5,12 @@ records once it is embedded). While embedding stalls, that histogram hears nothi
 is what says so (`/healthz`, the metrics' `ingestion_embeddings_pending`).
 
 Each process asks Postgres at most once every EMBEDDING_LAG_REFRESH_S: the question reads
-two index entries per listing (26-39 ms at 100,000: ingestion/pending.py), and a load
-bench scraping twice a second made that a fifth of a core of Postgres and 4-10 %
-fallbacks at 50 searches/s (docs/reliability.md). A figure about waits of seconds to a
-minute loses nothing by being a few seconds old, and its oldest wait is aged by the time
-since it was read."""
+the embedding candidates (ingestion/pending.py), a handful while a feed runs but every
+listing of a generation being built, and when it read two index entries per listing
+(26-39 ms at 100,000) a load bench scraping twice a second made it a fifth of a core of
+Postgres and 4-10 % fallbacks at 50 searches/s (docs/reliability.md). A figure about
+waits of seconds to a minute loses nothing by being a few seconds old, and its oldest
+wait is aged by the time since it was read."""
 
 import threading
 import time

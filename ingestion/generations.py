@@ -169,11 +169,13 @@ def retire(generation: IndexGeneration) -> None:
     """Drop a generation's vectors and its index; the active one cannot be retired."""
     if generation.state == IndexGeneration.State.ACTIVE:
         raise ValueError("the active generation cannot be retired; activate another first")
+    # Retired before its vectors go: deleting a live generation's vector marks its listing
+    # an embedding candidate (migrations/0012), and these are not wanted again.
+    generation.state = IndexGeneration.State.RETIRED
+    generation.retired_at = timezone.now()
+    generation.save(update_fields=["state", "retired_at"])
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(generation)}")
         cursor.execute(
             "DELETE FROM ingestion_listing_embedding WHERE generation_id = %s", [generation.pk]
         )
-    generation.state = IndexGeneration.State.RETIRED
-    generation.retired_at = timezone.now()
-    generation.save(update_fields=["state", "retired_at"])

@@ -1,9 +1,11 @@
 """Embedding listings for every live generation: active, building, or ready (built, and
 kept current so that it can be activated, or rolled back to, without falling behind).
 
-Only generations of the model this process runs are embedded here. The work queue is the
-data itself: an active listing without an embedding of its current
-content version in a live generation of its audience needs one. A claim takes a
+Only generations of the model this process runs are embedded here. The work is the
+data itself: an active listing without an embedding of its current content version in a
+live generation of its audience needs one; the embedding candidates say which listings to
+look at (ingestion/pending.py), and a claim that stores vectors drops the candidates that
+want nothing more (`_settle_sql`). A claim takes a
 transaction-level advisory lock per listing, skipping those another claim holds, so
 concurrent embedding workers never do the same work twice; and the upsert only ever moves
 a vector forward in content version.
@@ -35,21 +37,19 @@ from pgvector import Vector
 
 from ingestion import metrics
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
-from ingestion.pending import pending_from
+from ingestion.pending import LIVE_GENERATIONS, pending_from
 from ingestion.text import embedding_text
 
-# The pending pairs are found in a CTE of their own, materialised, so that the anti-join
-# runs on the covering indexes (migration 0011) and only the claimed listings' rows are
-# read. The advisory lock is tried in a subquery of its own, row by row in the CTE's order,
-# until the limit is reached: no more locks are taken than pairs claimed (a listing in two
+# The pending pairs are found in a CTE of their own, materialised, so that the ordering
+# sees them all and only the claimed listings' rows are read. The advisory lock is tried
+# in a subquery of its own, row by row in the CTE's order, until the limit is reached:
+# no more locks are taken than pairs claimed (a listing in two
 # generations is locked twice, which its own claim may). Listing ids past the lock's int
 # key wrap; two listings sharing a key only ever make a claim pass over one of them.
 # Tagged at its start: pg_stat_activity keeps only a statement's first 1,024 bytes.
 CLAIM_TAG = "searchsite:embedding-claim"
 CLAIM_LOCK_SPACE = 7402  # the first key of the advisory locks (7401: ingestion/dedup.py)
-_CLAIMED_GENERATIONS = (
-    "g.state IN ('active', 'building', 'ready') AND g.embedding_model = %s AND g.dimensions = %s"
-)
+_CLAIMED_GENERATIONS = f"{LIVE_GENERATIONS} AND g.embedding_model = %s AND g.dimensions = %s"
 CLAIM_SQL = f"""/* searchsite:embedding-claim */
     WITH pending AS MATERIALIZED (
         SELECT l.id, g.id AS generation_id, g.state, g.state = 'active' AS active, l.fetched_at
@@ -73,6 +73,32 @@ _STILL_PENDING = """
                       WHERE e.listing_id = c.listing_id AND e.generation_id = c.generation_id
                         AND e.content_version >= c.version)
 """
+
+
+# The candidates with no pending pair in any live generation (of any model: another
+# worker's are not this one's to drop), deleted if their mark is still the one read. A
+# change committed after this statement's snapshot re-marked its candidate, so the `seq`
+# no longer matches (the recheck of a row locked meanwhile sees the new one); a candidate
+# another transaction holds is skipped, not waited for: that one is marking it again, or
+# settling it itself. Nothing waits here, so nothing can deadlock on it.
+def _settle_sql(which: str) -> str:
+    unwanted = pending_from(f"{LIVE_GENERATIONS} AND l.id = k.listing_id")
+    return f"""
+        WITH settled AS MATERIALIZED (
+            SELECT k.listing_id, k.seq FROM ingestion_embedding_candidate k
+            WHERE {which} AND NOT EXISTS (SELECT 1 {unwanted})
+        )
+        DELETE FROM ingestion_embedding_candidate c
+        WHERE c.listing_id IN (
+            SELECT k.listing_id FROM ingestion_embedding_candidate k
+            JOIN settled s ON s.listing_id = k.listing_id AND s.seq = k.seq
+            FOR UPDATE OF k SKIP LOCKED
+        )
+    """  # noqa: S608  (constant text)
+
+
+_SETTLE_STORED = _settle_sql("k.listing_id = ANY(%s)")  # after a claim is stored
+_SETTLE_ALL = _settle_sql("TRUE")  # when nothing is left: withdrawn and deleted listings'
 
 _UPSERT = """
     INSERT INTO ingestion_listing_embedding
@@ -113,6 +139,7 @@ def embed_pending_batch(batch_size: int | None = None) -> int:
     with transaction.atomic():
         claims = _claim_batch(batch_size or settings.EMBED_BATCH_SIZE)
         if not claims:
+            settle_candidates()
             return 0
         stored = _store(claims, get_embedder().embed_documents([claim.text for claim in claims]))
     _record(stored)
@@ -154,7 +181,14 @@ def embed_pending(
         finally:
             for flight in flights:
                 flight.abandon()
+    settle_candidates()
     return done
+
+
+def settle_candidates() -> None:
+    """Drop the embedding candidates that want nothing now (`EmbeddingCandidate`)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTLE_ALL)
 
 
 def _finish(flight: "_InFlight") -> int:
@@ -283,6 +317,7 @@ def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
             for c, v in kept
         ]
         cursor.executemany(_UPSERT, rows)
+        cursor.execute(_SETTLE_STORED, [sorted({c.listing_id for c, _ in kept})])
     return [c for c, _ in kept]
 
 

@@ -294,6 +294,34 @@ class ListingEmbedding(models.Model):
         return f"listing {self.listing_id} in generation {self.generation_id}"
 
 
+class EmbeddingCandidate(models.Model):
+    """A listing that may want an embedding in a live generation: where the embedding
+    claim and the lag look (ingestion/pending.py), so that their cost follows the work to
+    do rather than the listings there are. Database triggers write it (migrations/0012):
+    a listing inserted, or changed in content version, status or audience, while active;
+    an embedding of an active listing in a live generation deleted; a generation created,
+    for every active listing of its audience. Each write takes a new `seq`. A candidate
+    found to want nothing is deleted only if its `seq` is still the one read
+    (ingestion/indexing.py), so a change made meanwhile is never lost."""
+
+    # No foreign-key constraint: a trigger may mark a listing a cascade is deleting; a
+    # candidate without a listing wants nothing, and the next claim deletes it.
+    listing = models.OneToOneField(
+        Listing,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    seq = models.BigIntegerField(editable=False)
+
+    class Meta:
+        db_table = "ingestion_embedding_candidate"
+
+    def __str__(self) -> str:
+        return f"listing {self.listing_id} (mark {self.seq})"
+
+
 class Poll(models.Model):
     """One poll of a source and what became of every input item."""
 

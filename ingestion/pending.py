@@ -3,26 +3,31 @@ generation's audience with no vector of its current content version there. One d
 for the embedding claim (ingestion/indexing.py), the lag (ingestion/embedding_lag.py) and
 the progress of an import (evaluation/importing.py).
 
-Written per generation (a LATERAL subquery under each generation row) so that the
-generation's id is a constant inside it: the anti-join then merges the two covering
-indexes of migration 0011 in id order, one pass over each. The join written flat (listings
-x generations, then the embeddings on both ids) was planned as one index probe per
-listing with the generation left to a filter, a skip scan each time: at 100,000 listings
-601,699 buffers and 150 ms on three processes (the query's own and two parallel workers)
-for every claim and every lag read, against 3,120 buffers on one (docs/reliability.md,
-session 13)."""
+Only the embedding candidates are looked at (`EmbeddingCandidate`, kept by triggers): the
+listings that may want a vector, a handful while a feed runs, against every listing when
+the pairs were found from the listings themselves (32 ms of Postgres for each claim and
+lag read at 100,000 listings, docs/reliability.md). Each candidate is looked up on its own
+(the `OFFSET 0` keeps the subquery from being flattened into the join): its listing by
+primary key, its vector by one probe of the covering index (migration 0011). The table's
+rows come and go all day, so its statistics are stale more often than not; planned on
+them, a settled table of 1 row looked like 50,000 and the join read both tables whole
+(6,272 buffers, in tests/test_pending_work_plans.py)."""
 
 # FROM-clause items: `g`, each generation, and `l`, its pending listings (id, fetched_at).
 _PENDING = """
     ingestion_indexgeneration g
+    CROSS JOIN ingestion_embedding_candidate c
     CROSS JOIN LATERAL (
         SELECT l.id, l.fetched_at FROM ingestion_listing l
-        WHERE l.status = 'active' AND l.audience = g.audience
+        WHERE l.id = c.listing_id AND l.status = 'active' AND l.audience = g.audience
           AND NOT EXISTS (SELECT 1 FROM ingestion_listing_embedding e
                           WHERE e.generation_id = g.id AND e.listing_id = l.id
                             AND e.content_version >= l.content_version)
+        OFFSET 0
     ) AS l
 """
+
+LIVE_GENERATIONS = "g.state IN ('active', 'building', 'ready')"
 
 
 def pending_from(generations: str) -> str:

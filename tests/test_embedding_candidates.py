@@ -1,0 +1,110 @@
+"""The embedding candidates: every way a (listing, live generation) pair comes to want a
+vector marks its listing, and settling the candidates that want nothing never loses a
+change made meanwhile (ingestion/models.py `EmbeddingCandidate`, migrations/0012)."""
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingestion import generations
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.indexing import embed_pending_batch, pending_count, settle_candidates
+from ingestion.models import EmbeddingCandidate, Listing
+from ingestion.upsert import apply_draft
+from tests.conftest import wait_until
+from tests.factories import draft, source
+
+pytestmark = pytest.mark.django_db
+
+
+@transaction.atomic
+def _listings(*titles: str) -> list[Listing]:
+    feed = source()
+    for number, title in enumerate(titles):
+        apply_draft(feed, draft(f"id-{number}", title=title, starts_at=None), timezone.now())
+    return list(Listing.objects.order_by("pk"))
+
+
+def _embedded(*titles: str) -> list[Listing]:
+    listings = _listings(*titles)
+    while embed_pending_batch():
+        pass
+    assert not EmbeddingCandidate.objects.exists(), "the sweep's last claim settles them"
+    return listings
+
+
+def test_a_deleted_vector_of_a_live_generation_is_wanted_again() -> None:
+    active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    _, lost = _embedded("Harp recital", "Pottery for beginners")
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM ingestion_listing_embedding WHERE listing_id = %s", [lost.pk])
+    assert pending_count(active.pk) == 1
+    assert embed_pending_batch() == 1
+    assert pending_count(active.pk) == 0
+
+
+# Committed transactions: a generation's HNSW index cannot be created in the test's wrapping
+# transaction once listings with deferred foreign-key checks are in it.
+@pytest.mark.django_db(transaction=True)
+def test_a_new_generation_wants_every_active_listing_and_a_retired_one_none() -> None:
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    _embedded("Harp recital", "Pottery for beginners", "Night market")
+    Listing.objects.filter(title="Night market").update(status=Listing.Status.WITHDRAWN)
+    building = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    assert pending_count(building.pk) == 2
+    assert embed_pending_batch() == 2
+    settle_candidates()
+    # Its vectors are deleted after it is retired: they mark nothing.
+    generations.retire(building)
+    assert not EmbeddingCandidate.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_while_the_candidates_are_settled_is_kept(test_database_url: str) -> None:
+    """Another transaction re-marks a candidate (changing its listing) and holds it
+    uncommitted while the candidates are settled. In the settling statement's snapshot
+    the listing wants nothing; deleting its candidate anyway, or after waiting for the
+    change, would leave the changed listing with an old vector for good."""
+    active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    (listing,) = _embedded("Harp recital")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ingestion_mark_candidates(ARRAY[%s]::bigint[])", [listing.pk])
+    with psycopg.connect(test_database_url) as changer:
+        changer.execute(
+            "UPDATE ingestion_listing SET content_version = content_version + 1 WHERE id = %s",
+            [listing.pk],
+        )
+        settled = threading.Event()
+
+        def settle() -> None:
+            try:
+                settle_candidates()
+            finally:
+                connection.close()
+                settled.set()
+
+        settler = threading.Thread(target=settle)
+        settler.start()
+        waited: list[bool] = []
+
+        def done_or_waiting() -> bool:
+            # Asked outside the changer's transaction, whose view of pg_stat_activity is
+            # the one it first took.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%%ingestion_embedding_candidate%%'"
+                )
+                (waiting,) = cursor.fetchone()
+            waited.append(waiting > 0)
+            return settled.is_set() or waited[-1]
+
+        wait_until(done_or_waiting, timeout_s=10, what="settling to finish or wait")
+        changer.commit()
+        settler.join(timeout=10)
+    assert not any(waited), "settling waited on a candidate another transaction holds"
+    assert EmbeddingCandidate.objects.filter(listing_id=listing.pk).exists()
+    assert pending_count(active.pk) == 1
