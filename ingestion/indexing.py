@@ -82,7 +82,7 @@ _STILL_PENDING = """
 # another transaction holds is skipped, not waited for: that one is marking it again, or
 # settling it itself. Nothing waits here, so nothing can deadlock on it.
 def _settle_sql(which: str) -> str:
-    unwanted = pending_from(f"{LIVE_GENERATIONS} AND l.id = k.listing_id")
+    unwanted = pending_from(LIVE_GENERATIONS, listing="k.listing_id")
     return f"""
         WITH settled AS MATERIALIZED (
             SELECT k.listing_id, k.seq FROM ingestion_embedding_candidate k

@@ -21,7 +21,7 @@ from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.embedding_lag import PENDING_SQL
 from ingestion.generations import TEXT_PIPELINE_VERSION
-from ingestion.indexing import CLAIM_LOCK_SPACE, CLAIM_SQL, settle_candidates
+from ingestion.indexing import _SETTLE_STORED, CLAIM_LOCK_SPACE, CLAIM_SQL, settle_candidates
 from ingestion.models import IndexGeneration, Listing
 from tests.factories import draft, source
 from tests.search_fixtures import index_listings
@@ -99,6 +99,21 @@ def test_the_pending_pairs_are_found_among_the_candidates_not_every_listing(
     # One listing's rows and index entries, the generations and the candidates: tens of
     # pages. The two covering indexes alone are over 300 at 50,000 listings.
     assert plan["Shared Hit Blocks"] + plan["Shared Read Blocks"] < 100
+
+
+def test_settling_a_claims_listings_reads_only_theirs() -> None:
+    """With 50,000 candidates (every listing of a generation being built is one), a claim
+    that stored one listing's vectors settles that listing alone: one candidate's key,
+    not one probe of every candidate for each listing stored (a pass over all 50,000 for
+    each of a claim's 128, planned on the fenced lookup of ingestion/pending.py)."""
+    _many_listings_embedded(50_000)
+    first = Listing.objects.order_by("pk").values_list("pk", flat=True)[0]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {_SETTLE_STORED}", [[first]])
+        (document,) = cursor.fetchone()
+        transaction.set_rollback(True)
+    (top,) = json.loads(document) if isinstance(document, str) else document
+    assert top["Plan"]["Shared Hit Blocks"] + top["Plan"]["Shared Read Blocks"] < 100
 
 
 def _many_listings_embedded(count: int) -> None:
