@@ -11,7 +11,9 @@ Reported, as markdown tables and JSON:
 - the resident memory of every process (web, worker and its pool, Postgres and its
   backends, Valkey) after --warm-up-minutes against the end (target: growth <= 5 %);
 - Postgres client connections, in all and of each role (application_name), and Valkey's
-  used memory, sampled each minute (flat).
+  used memory, sampled each minute (flat), with its keys that have a time to live: the
+  result cache keeps each distinct query's ranking for a day, and the soak's queries are
+  all distinct, so its memory grows by design; the keys say how much of it that is.
 
 The load runs in one-minute open-loop runs back to back (bench/openloop.py); each ends
 when its last request has, so between two there is a gap of one request's latency.
@@ -59,6 +61,7 @@ class Minute:
     pg_connections: float
     pg_roles: dict[str, float]  # the connections of each application_name
     valkey_used_memory_mb: float
+    valkey_keys_with_ttl: float
 
 
 async def soak(
@@ -89,6 +92,7 @@ async def soak(
                         if key.startswith(ROLE_PREFIX)
                     },
                     seen["valkey_used_memory_mb"],
+                    seen["valkey_keys_with_ttl"],
                 )
                 result.append(minute)
                 print(_minute_line(number, minute), flush=True)
@@ -188,6 +192,7 @@ def main() -> None:
             "pg_connections": minute.pg_connections,
             **{role: minute.pg_roles.get(role, 0.0) for role in roles},
             "valkey_used_memory_mb": round(minute.valkey_used_memory_mb, 2),
+            "valkey_keys_with_ttl": int(minute.valkey_keys_with_ttl),
         }
         for number, minute in enumerate(result)
     ]
