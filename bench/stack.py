@@ -343,13 +343,16 @@ def valkey_memory() -> Probe:
     redis = get_redis()
 
     async def probe() -> dict[str, float]:
-        memory = await asyncio.to_thread(redis.info, "memory")
-        keyspace = await asyncio.to_thread(redis.info, "keyspace")
+        info = await asyncio.to_thread(redis.info)  # its default sections: memory, keyspace
         # Keys with a time to live: the result cache's rankings, with breaker counters and
         # sessions; what has none (Celery's queues, breaker states) is never evicted.
-        expiring = sum(int(db.get("expires", 0)) for db in keyspace.values())
+        expiring = sum(
+            int(value.get("expires", 0))
+            for key, value in info.items()
+            if key.startswith("db") and isinstance(value, dict)
+        )
         return {
-            "valkey_used_memory_mb": int(memory["used_memory"]) / 2**20,
+            "valkey_used_memory_mb": int(info["used_memory"]) / 2**20,
             "valkey_keys_with_ttl": float(expiring),
         }
 

@@ -3,8 +3,12 @@
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
+from django.utils import timezone
+
 from ingestion.drafts import ListingDraft, ParseResult
 from ingestion.models import Source
+from ingestion.upsert import apply_draft
 
 CONCERT_START = datetime(2027, 3, 14, 19, 30, tzinfo=UTC)
 
@@ -49,3 +53,13 @@ class FakeClock:
 
     def advance_ms(self, ms: float) -> None:
         self.advance(ms / 1000)
+
+
+@transaction.atomic
+def undated_listings(*titles: str) -> None:
+    """One listing per title, undated and without a venue, from one feed."""
+    feed = source()
+    for number, title in enumerate(titles):
+        apply_draft(
+            feed, draft(f"id-{number}", title=title, venue="", starts_at=None), timezone.now()
+        )

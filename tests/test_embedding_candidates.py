@@ -6,30 +6,21 @@ import threading
 
 import psycopg
 import pytest
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db import connection
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch, pending_count, settle_candidates
 from ingestion.models import EmbeddingCandidate, Listing
-from ingestion.upsert import apply_draft
 from tests.conftest import wait_until
-from tests.factories import draft, source
+from tests.factories import undated_listings
 
 pytestmark = pytest.mark.django_db
 
 
-@transaction.atomic
-def _listings(*titles: str) -> list[Listing]:
-    feed = source()
-    for number, title in enumerate(titles):
-        apply_draft(feed, draft(f"id-{number}", title=title, starts_at=None), timezone.now())
-    return list(Listing.objects.order_by("pk"))
-
-
 def _embedded(*titles: str) -> list[Listing]:
-    listings = _listings(*titles)
+    undated_listings(*titles)
+    listings = list(Listing.objects.order_by("pk"))
     while embed_pending_batch():
         pass
     assert not EmbeddingCandidate.objects.exists(), "the sweep's last claim settles them"

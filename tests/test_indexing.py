@@ -4,7 +4,7 @@ import io
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
@@ -13,7 +13,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from ingestion.indexing import embed_pending_batch, pending_count
 from ingestion.models import IndexGeneration, Listing, ListingEmbedding
 from ingestion.upsert import apply_draft
-from tests.factories import draft, source
+from tests.factories import draft, undated_listings
 
 pytestmark = pytest.mark.django_db
 
@@ -31,19 +31,12 @@ def _nearest(generation: IndexGeneration, query: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-@transaction.atomic
-def _listings(*titles: str) -> None:
-    feed = source()
-    for number, title in enumerate(titles):
-        apply_draft(
-            feed, draft(f"id-{number}", title=title, venue="", starts_at=None), timezone.now()
-        )
-
-
 def test_listings_are_embedded_for_active_and_building_generations() -> None:
     active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     building = generations.create_generation(MODEL_NAME, DIMENSIONS)
-    _listings("Chamber music in the crypt", "Five-a-side football league", "Sourdough baking class")
+    undated_listings(
+        "Chamber music in the crypt", "Five-a-side football league", "Sourdough baking class"
+    )
     assert embed_pending_batch(batch_size=4) == 4
     assert embed_pending_batch(batch_size=4) == 2
     assert embed_pending_batch() == 0
@@ -55,7 +48,7 @@ def test_listings_are_embedded_for_active_and_building_generations() -> None:
 
 def test_a_changed_listing_is_embedded_again_and_withdrawn_ones_are_skipped() -> None:
     active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
-    _listings("Morning yoga", "Evening pilates")
+    undated_listings("Morning yoga", "Evening pilates")
     embed_pending_batch()
     listing = Listing.objects.get(title="Morning yoga")
     apply_draft(
@@ -76,7 +69,7 @@ def test_a_changed_listing_is_embedded_again_and_withdrawn_ones_are_skipped() ->
 @pytest.mark.django_db(transaction=True)
 def test_build_activate_rollback_and_retire_from_the_command_line() -> None:
     first = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
-    _listings("Jazz brunch", "Puppet theatre")
+    undated_listings("Jazz brunch", "Puppet theatre")
     embed_pending_batch()
     out = io.StringIO()
     call_command("generations", "build", "--inline", "--activate", stdout=out)
@@ -104,7 +97,7 @@ def test_the_generation_list_is_one_query_however_many_generations(
 ) -> None:
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     generations.create_generation(MODEL_NAME, DIMENSIONS)
-    _listings("Jazz brunch")
+    undated_listings("Jazz brunch")
     embed_pending_batch()
     out = io.StringIO()
     with django_assert_num_queries(1):

@@ -51,6 +51,23 @@ def _plan(statement: str, params: Any, *, seqscan: bool = True) -> dict[str, Any
     return plan
 
 
+def _run(statement: str, params: Any) -> dict[str, Any]:
+    """The plan of `statement` as it ran (EXPLAIN ANALYZE, BUFFERS), rolled back: a
+    claim's advisory locks and a settle's deletes are not kept."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params)
+        (document,) = cursor.fetchone()
+        transaction.set_rollback(True)
+    (top,) = json.loads(document) if isinstance(document, str) else document
+    plan: dict[str, Any] = top["Plan"]
+    return plan
+
+
+def _buffers(plan: dict[str, Any]) -> int:
+    """The pages a plan that ran read, from the cache or not."""
+    return int(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+
+
 def _scans_of(table: str, statement: str, params: list[str | int]) -> list[str]:
     """How the plan of `statement` reads `table`: one node type per scan of it. The test's
     tables are a few rows: left to itself the planner reads them whole whatever indexes
@@ -89,16 +106,11 @@ def test_the_pending_pairs_are_found_among_the_candidates_not_every_listing(
     Listing.objects.filter(pk=Listing.objects.order_by("pk").values("pk")[:1]).update(
         content_version=2
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", params)
-        (document,) = cursor.fetchone()
-        transaction.set_rollback(True)  # the claim's advisory locks
-    (top,) = json.loads(document) if isinstance(document, str) else document
-    plan = top["Plan"]
+    plan = _run(statement, params)
     assert plan["Actual Rows"] == 1
     # One listing's rows and index entries, the generations and the candidates: tens of
     # pages. The two covering indexes alone are over 300 at 50,000 listings.
-    assert plan["Shared Hit Blocks"] + plan["Shared Read Blocks"] < 100
+    assert _buffers(plan) < 100
 
 
 def test_settling_a_claims_listings_reads_only_theirs() -> None:
@@ -108,12 +120,7 @@ def test_settling_a_claims_listings_reads_only_theirs() -> None:
     each of a claim's 128, planned on the fenced lookup of ingestion/pending.py)."""
     _many_listings_embedded(50_000)
     first = Listing.objects.order_by("pk").values_list("pk", flat=True)[0]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {_SETTLE_STORED}", [[first]])
-        (document,) = cursor.fetchone()
-        transaction.set_rollback(True)
-    (top,) = json.loads(document) if isinstance(document, str) else document
-    assert top["Plan"]["Shared Hit Blocks"] + top["Plan"]["Shared Read Blocks"] < 100
+    assert _buffers(_run(_SETTLE_STORED, [[first]])) < 100
 
 
 def _many_listings_embedded(count: int) -> None:
