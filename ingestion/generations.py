@@ -166,7 +166,8 @@ def rollback(audience: str = Audience.PUBLIC) -> IndexGeneration:
 
 
 def retire(generation: IndexGeneration) -> None:
-    """Drop a generation's vectors and its index; the active one cannot be retired."""
+    """Drop a generation's vectors and its index; the active one cannot be retired. Runs
+    in autocommit, not in a transaction: the index is dropped concurrently."""
     if generation.state == IndexGeneration.State.ACTIVE:
         raise ValueError("the active generation cannot be retired; activate another first")
     # Retired before its vectors go: deleting a live generation's vector marks its listing
@@ -175,7 +176,10 @@ def retire(generation: IndexGeneration) -> None:
     generation.retired_at = timezone.now()
     generation.save(update_fields=["state", "retired_at"])
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX IF EXISTS {hnsw_index_name(generation)}")
+        # A plain DROP INDEX queues for an exclusive lock on the embeddings table behind any
+        # open reader, and every vector search of every generation queues behind it.
+        # Retired already, so re-running a retirement that stopped half way finishes it.
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {hnsw_index_name(generation)}")
         cursor.execute(
             "DELETE FROM ingestion_listing_embedding WHERE generation_id = %s", [generation.pk]
         )

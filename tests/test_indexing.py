@@ -1,7 +1,9 @@
 """Embedding listings for live generations with the real model, and generation lifecycle."""
 
 import io
+import threading
 
+import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -13,6 +15,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from ingestion.indexing import embed_pending_batch, pending_count
 from ingestion.models import IndexGeneration, Listing, ListingEmbedding
 from ingestion.upsert import apply_draft
+from tests.conftest import wait_until
 from tests.factories import draft, undated_listings
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +93,54 @@ def test_build_activate_rollback_and_retire_from_the_command_line() -> None:
             "SELECT 1 FROM pg_indexes WHERE indexname = %s", [generations.hnsw_index_name(second)]
         )
         assert cursor.fetchone() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retiring_while_a_reader_holds_the_table_blocks_no_vector_search(
+    test_database_url: str,
+) -> None:
+    """A transaction that has read the embeddings (a long search, a backup) is still open
+    when a generation is retired. The retirement waits for it; searches started meanwhile
+    must not wait behind the retirement."""
+    active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    undated_listings("Jazz brunch")
+    retiring = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    embed_pending_batch()
+    with (
+        psycopg.connect(test_database_url) as reader,
+        psycopg.connect(test_database_url, autocommit=True) as search,
+    ):
+        reader.execute("SELECT count(*) FROM ingestion_listing_embedding")
+        retirement = threading.Thread(target=_retire_and_close, args=(retiring,))
+        retirement.start()
+        wait_until(
+            lambda: _waiting_to_drop(search), 10, "the retirement to wait for the open reader"
+        )
+        search.execute("SET lock_timeout = '1s'")
+        found = search.execute(
+            "SELECT count(*) FROM ingestion_listing_embedding WHERE generation_id = %s",
+            [active.pk],
+        ).fetchone()
+        assert found == (1,)
+        reader.rollback()
+        retirement.join(timeout=10)
+    assert not retirement.is_alive()
+    assert not ListingEmbedding.objects.filter(generation=retiring).exists()
+
+
+def _retire_and_close(generation: IndexGeneration) -> None:
+    try:
+        generations.retire(generation)
+    finally:
+        connection.close()  # this thread's own connection
+
+
+def _waiting_to_drop(observer: psycopg.Connection[tuple[object, ...]]) -> bool:
+    waiting = observer.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE query LIKE 'DROP INDEX%%' AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return waiting == (1,)
 
 
 def test_the_generation_list_is_one_query_however_many_generations(
