@@ -30,9 +30,9 @@ _PENDING = """
 LIVE_GENERATIONS = "g.state IN ('active', 'building', 'ready')"
 
 
-def pending_from(generations: str, *, listing: str | None = None) -> str:
-    """`FROM ... WHERE generations`: the pending pairs (`g`, `l`) of the generations the
-    condition `generations` (on `g`) keeps; with `listing` (an SQL expression), only that
-    listing's, found through its candidate's key rather than by probing every candidate."""
-    only = "" if listing is None else f" AND c.listing_id = {listing}"
-    return f"FROM {_PENDING} WHERE {generations}{only}"
+def pending_from(generations: str, *, candidates: str = "TRUE") -> str:
+    """`FROM ... WHERE generations AND candidates`: the pending pairs (`g`, `l`) of the
+    generations the condition `generations` (on `g`) keeps, among the candidates (`c`)
+    the condition `candidates` keeps (one listing's key, say, found through its index
+    rather than by probing every candidate)."""
+    return f"FROM {_PENDING} WHERE {generations} AND {candidates}"

@@ -6,14 +6,16 @@ import threading
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch, pending_count, settle_candidates
 from ingestion.models import EmbeddingCandidate, Listing
+from ingestion.upsert import apply_draft
 from tests.conftest import wait_until
-from tests.factories import undated_listings
+from tests.factories import draft, source, undated_listings
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +101,26 @@ def test_a_change_while_the_candidates_are_settled_is_kept(test_database_url: st
     assert not any(waited), "settling waited on a candidate another transaction holds"
     assert EmbeddingCandidate.objects.filter(listing_id=listing.pk).exists()
     assert pending_count(active.pk) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generation_s_backfill_is_claimed_after_the_listings_written_meanwhile() -> None:
+    """A new generation marks every listing for its backfill; a listing written while it
+    is built, or just before, is claimed first, in every generation it wants, and is no
+    longer the backfill's to claim (migrations/0013)."""
+    active = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    _embedded("Harp recital", "Pottery for beginners", "Night market")
+    Listing.objects.filter(title="Night market").update(content_version=2)
+    building = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    marked = dict(EmbeddingCandidate.objects.values_list("listing__title", "backfill"))
+    assert marked == {"Harp recital": True, "Pottery for beginners": True, "Night market": False}
+    with transaction.atomic():  # as a poll applies it
+        late = draft("late", title="Jazz brunch", starts_at=None)
+        apply_draft(source(name="late feed"), late, timezone.now())
+    Listing.objects.filter(title="Harp recital").update(content_version=2)
+    assert not EmbeddingCandidate.objects.get(listing__title="Harp recital").backfill
+    # The three written listings want six vectors, the backfill one more.
+    assert embed_pending_batch(batch_size=6) == 6
+    assert pending_count(active.pk) == 0
+    unbuilt = Listing.objects.exclude(listingembedding__generation=building)
+    assert list(unbuilt.values_list("title", flat=True)) == ["Pottery for beginners"]
