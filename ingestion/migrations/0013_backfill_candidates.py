@@ -8,7 +8,8 @@ claim can walk them in key order and stop once it has its batch; the other marks
 listing written, a vector deleted) stay few and are claimed first, newest first, as
 before. A listing marked both ways is an ordinary candidate: marking it for a generation
 leaves it one, and writing it makes it one. Either way its `seq` moves, which is what
-settling a candidate checks (migrations/0012)."""
+settling a candidate checks (migrations/0012). Candidates marked before this migration
+count as written: a build under way when it runs finishes at the old cost."""
 
 from django.db import migrations, models
 
