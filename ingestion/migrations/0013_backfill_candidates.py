@@ -3,7 +3,7 @@
 A generation created marks every active listing of its audience a candidate. Each claim
 then found all the pending pairs, sorted them and took 128: at 100,000 listings 370 ms and
 1.2 million buffers a claim for the whole of the build, where the claim over every listing
-had taken 37-41 ms (docs/reliability.md). The generation's marks are now told apart, so a
+had taken 37-41 ms (docs/architecture.md). The generation's marks are now told apart, so a
 claim can walk them in key order and stop once it has its batch; the other marks (a
 listing written, a vector deleted) stay few and are claimed first, newest first, as
 before. A listing marked both ways is an ordinary candidate: marking it for a generation
