@@ -72,7 +72,7 @@ def _claim_sql(pending: str) -> str:
 CLAIM_SQL = _claim_sql(f"""
     WITH pending AS MATERIALIZED (
         SELECT l.id, g.id AS generation_id, g.state, g.state = 'active' AS active, l.fetched_at
-        {pending_from(_CLAIMED_GENERATIONS, candidates="NOT c.backfill")}
+        {pending_from(_CLAIMED_GENERATIONS, candidates="c.backfill_generation_id IS NULL")}
         ORDER BY active DESC, l.fetched_at DESC NULLS LAST, l.id
     )
     SELECT id, generation_id, state FROM pending
@@ -82,7 +82,7 @@ CLAIM_SQL = _claim_sql(f"""
 # than the claim's batch. Sorting all of them for each claim took 370 ms at 100,000.
 BACKFILL_CLAIM_SQL = _claim_sql(f"""
     SELECT l.id, g.id AS generation_id, g.state
-    {pending_from(_CLAIMED_GENERATIONS, candidates="c.backfill")}
+    {pending_from(_CLAIMED_GENERATIONS, candidates="c.backfill_generation_id IS NOT NULL")}
     ORDER BY c.listing_id DESC
 """)
 

@@ -300,8 +300,9 @@ class EmbeddingCandidate(models.Model):
     do rather than the listings there are. Database triggers write it (migrations/0012):
     a listing inserted, or changed in content version, status or audience, while active;
     an embedding of an active listing in a live generation deleted; a generation created,
-    for every active listing of its audience (`backfill`: only marked so, and claimed after
-    the others, in key order: migrations/0013). Each write takes a new `seq`. A candidate
+    for every active listing of its audience (`backfill_generation`: only marked so, pending
+    in that generation alone, and claimed after the others: migrations/0013). Each write
+    takes a new `seq`. A candidate
     found to want nothing is deleted only if its `seq` is still the one read
     (ingestion/indexing.py), so a change made meanwhile is never lost."""
 
@@ -315,7 +316,14 @@ class EmbeddingCandidate(models.Model):
         related_name="+",
     )
     seq = models.BigIntegerField(editable=False)
-    backfill = models.BooleanField(default=False, editable=False)
+    backfill_generation = models.ForeignKey(
+        IndexGeneration,
+        null=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
 
     class Meta:
         db_table = "ingestion_embedding_candidate"

@@ -11,7 +11,9 @@ lag read at 100,000 listings, docs/reliability.md). Each candidate is looked up 
 primary key, its vector by one probe of the covering index (migration 0011). The table's
 rows come and go all day, so its statistics are stale more often than not; planned on
 them, a settled table of 1 row looked like 50,000 and the join read both tables whole
-(6,272 buffers, in tests/test_pending_work_plans.py)."""
+(6,272 buffers, in tests/test_pending_work_plans.py). A generation's backfill marks are
+checked in that generation alone (migrations/0013), so the lag and the other generations'
+claims pass over a build's candidates without a probe."""
 
 # FROM-clause items: `g`, each generation, and `l`, its pending listings (id, fetched_at).
 _PENDING = """
@@ -28,6 +30,9 @@ _PENDING = """
 """
 
 LIVE_GENERATIONS = "g.state IN ('active', 'building', 'ready')"
+# A generation's backfill mark is of a listing that may want a vector there and nowhere
+# else (migrations/0013): other generations pass over it without a probe.
+_OWN_GENERATION = "(c.backfill_generation_id IS NULL OR c.backfill_generation_id = g.id)"
 
 
 def pending_from(generations: str, *, candidates: str = "TRUE") -> str:
@@ -35,4 +40,4 @@ def pending_from(generations: str, *, candidates: str = "TRUE") -> str:
     generations the condition `generations` (on `g`) keeps, among the candidates (`c`)
     the condition `candidates` keeps (one listing's key, say, found through its index
     rather than by probing every candidate)."""
-    return f"FROM {_PENDING} WHERE {generations} AND {candidates}"
+    return f"FROM {_PENDING} WHERE {generations} AND {candidates} AND {_OWN_GENERATION}"

@@ -56,6 +56,7 @@ async def test_a_search_starts_no_thread(
     assert thread_starts == []
 
 
+@pytest.mark.usefixtures("patient_search")
 @pytest.mark.parametrize("path", ["/api/search", "/"])
 async def test_a_search_hands_nothing_to_a_thread_and_still_sends_the_signals(
     path: str,
@@ -109,6 +110,7 @@ def test_the_request_signals_have_only_the_receivers_known_to_be_quick_on_the_lo
     }
 
 
+@pytest.mark.usefixtures("patient_search")
 async def test_a_search_with_a_session_keeps_a_thread_of_its_own(
     client: httpx.AsyncClient, indexed_listings: None, thread_starts: list[str]
 ) -> None:

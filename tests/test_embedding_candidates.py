@@ -112,15 +112,35 @@ def test_a_generation_s_backfill_is_claimed_after_the_listings_written_meanwhile
     _embedded("Harp recital", "Pottery for beginners", "Night market")
     Listing.objects.filter(title="Night market").update(content_version=2)
     building = generations.create_generation(MODEL_NAME, DIMENSIONS)
-    marked = dict(EmbeddingCandidate.objects.values_list("listing__title", "backfill"))
-    assert marked == {"Harp recital": True, "Pottery for beginners": True, "Night market": False}
+    marked = dict(EmbeddingCandidate.objects.values_list("listing__title", "backfill_generation"))
+    assert marked == {
+        "Harp recital": building.pk,
+        "Pottery for beginners": building.pk,
+        "Night market": None,
+    }
     with transaction.atomic():  # as a poll applies it
         late = draft("late", title="Jazz brunch", starts_at=None)
         apply_draft(source(name="late feed"), late, timezone.now())
     Listing.objects.filter(title="Harp recital").update(content_version=2)
-    assert not EmbeddingCandidate.objects.get(listing__title="Harp recital").backfill
+    assert (
+        EmbeddingCandidate.objects.get(listing__title="Harp recital").backfill_generation_id is None
+    )
     # The three written listings want six vectors, the backfill one more.
     assert embed_pending_batch(batch_size=6) == 6
     assert pending_count(active.pk) == 0
     unbuilt = Listing.objects.exclude(listingembedding__generation=building)
     assert list(unbuilt.values_list("title", flat=True)) == ["Pottery for beginners"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listing_two_backfills_want_is_wanted_in_both() -> None:
+    """A backfill mark is checked in its own generation only: a listing a second
+    generation marks before the first has its vector must not lose the first's."""
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    _embedded("Harp recital")
+    first = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    second = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    assert pending_count(first.pk) == 1
+    assert pending_count(second.pk) == 1
+    assert embed_pending_batch() == 2
+    assert pending_count(first.pk) == pending_count(second.pk) == 0
