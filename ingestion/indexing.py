@@ -40,15 +40,20 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
 from ingestion.pending import LIVE_GENERATIONS, pending_from
 from ingestion.text import embedding_text
 
-# A claim tries the advisory lock of each pending pair in a subquery of its own, row by
-# row in the claim's order, until the limit is reached: no more locks are taken than pairs
-# claimed (a listing in two generations is locked twice, which its own claim may), and
-# only the claimed listings' rows are read. Listing ids past the lock's int key wrap; two
-# listings sharing a key only ever make a claim pass over one of them. Tagged at its
-# start: pg_stat_activity keeps only a statement's first 1,024 bytes.
+# A claim tries the advisory lock of each pending pair row by row in the claim's order,
+# until the limit is reached: no more locks are taken than pairs claimed (a listing in two
+# generations is locked twice, which its own claim may), and only the claimed listings'
+# rows are read. The lock is taken in the select list of a subquery fenced by `OFFSET 0`:
+# as a condition the planner pushed it below the ordering, where a plan that sorts took
+# a lock for every pending pair (50,000 in a test: "out of shared memory"). Listing ids
+# past the lock's int key wrap; two listings sharing a key only ever make a claim pass
+# over one of them. Tagged at its start: pg_stat_activity keeps only a statement's first
+# 1,024 bytes.
 CLAIM_TAG = "searchsite:embedding-claim"
 CLAIM_LOCK_SPACE = 7402  # the first key of the advisory locks (7401: ingestion/dedup.py)
-_CLAIMED_GENERATIONS = f"{LIVE_GENERATIONS} AND g.embedding_model = %s AND g.dimensions = %s"
+_CLAIMED_GENERATIONS = (
+    f"{LIVE_GENERATIONS} AND g.embedding_model = %(model)s AND g.dimensions = %(dimensions)s"
+)
 
 
 def _claim_sql(pending: str) -> str:
@@ -58,9 +63,13 @@ def _claim_sql(pending: str) -> str:
         SELECT l.id, t.generation_id, t.state, l.content_version, l.title, l.venue, l.aliases,
                l.description, l.fetched_kind,
                extract(epoch FROM clock_timestamp() - l.fetched_at)
-        FROM (SELECT p.id, p.generation_id, p.state FROM ({pending}) AS p
-              WHERE pg_try_advisory_xact_lock(%s, mod(p.id, 2147483647)::int)
-              LIMIT %s) AS t
+        FROM (SELECT q.id, q.generation_id, q.state
+              FROM (SELECT p.id, p.generation_id, p.state,
+                           pg_try_advisory_xact_lock(
+                               %(lock_space)s, mod(p.id, 2147483647)::int) AS locked
+                    FROM ({pending}) AS p OFFSET 0) AS q
+              WHERE q.locked
+              LIMIT %(take)s) AS t
         JOIN ingestion_listing l ON l.id = t.id
         WHERE l.status = 'active'
     """  # noqa: S608  (constant text: the values are parameters)
@@ -78,13 +87,32 @@ CLAIM_SQL = _claim_sql(f"""
     SELECT id, generation_id, state FROM pending
 """)  # noqa: S608  (constant text)
 # A generation's backfill (every listing of its audience), claimed once the others are
-# done: walked in the candidates' key order, newest listing first, and read no further
-# than the claim's batch. Sorting all of them for each claim took 370 ms at 100,000.
+# done: a window of its candidates in key order, newest listing first, whatever the
+# planner makes of the rest. Sorting all of them for each claim took 370 ms at 100,000.
+# The window is wider than a claim: the other lane's claim holds the first of them.
+BACKFILL_WINDOW = 8
+_BACKFILL_ROWS = """(
+    SELECT * FROM ingestion_embedding_candidate WHERE backfill_generation_id IS NOT NULL
+    ORDER BY listing_id DESC LIMIT %(window)s
+)"""
 BACKFILL_CLAIM_SQL = _claim_sql(f"""
     SELECT l.id, g.id AS generation_id, g.state
-    {pending_from(_CLAIMED_GENERATIONS, candidates="c.backfill_generation_id IS NOT NULL")}
+    {pending_from(_CLAIMED_GENERATIONS, rows=_BACKFILL_ROWS)}
     ORDER BY c.listing_id DESC
 """)
+
+
+def claim_params(size: int, take: int | None = None) -> dict[str, str | int]:
+    """The values of either claim statement for a sweep's claims of `size`, taking `take`
+    (all `size` unless the written listings' claim took some)."""
+    return {
+        "model": MODEL_NAME,
+        "dimensions": DIMENSIONS,
+        "lock_space": CLAIM_LOCK_SPACE,
+        "take": size if take is None else take,
+        "window": BACKFILL_WINDOW * size,
+    }
+
 
 _STILL_PENDING = """
     SELECT c.listing_id, c.generation_id
@@ -286,11 +314,10 @@ def _claim_batch(size: int) -> list["_Claim"]:
     claim is made again, and its new snapshot passes over them."""
     with connection.cursor() as cursor:
         while True:
-            cursor.execute(CLAIM_SQL, [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, size])
+            cursor.execute(CLAIM_SQL, claim_params(size))
             rows = cursor.fetchall()
             if len(rows) < size:
-                left = size - len(rows)
-                cursor.execute(BACKFILL_CLAIM_SQL, [MODEL_NAME, DIMENSIONS, CLAIM_LOCK_SPACE, left])
+                cursor.execute(BACKFILL_CLAIM_SQL, claim_params(size, size - len(rows)))
                 rows += cursor.fetchall()
             claims = [_claim(row) for row in rows]
             if not claims:

@@ -15,10 +15,11 @@ them, a settled table of 1 row looked like 50,000 and the join read both tables 
 checked in that generation alone (migrations/0013), so the lag and the other generations'
 claims pass over a build's candidates without a probe."""
 
-# FROM-clause items: `g`, each generation, and `l`, its pending listings (id, fetched_at).
+# FROM-clause items: `g`, each generation, `c`, the candidates (or `{rows}` of them), and
+# `l`, the generation's pending listings (id, fetched_at).
 _PENDING = """
     ingestion_indexgeneration g
-    CROSS JOIN ingestion_embedding_candidate c
+    CROSS JOIN {rows} c
     CROSS JOIN LATERAL (
         SELECT l.id, l.fetched_at FROM ingestion_listing l
         WHERE l.id = c.listing_id AND l.status = 'active' AND l.audience = g.audience
@@ -35,9 +36,13 @@ LIVE_GENERATIONS = "g.state IN ('active', 'building', 'ready')"
 _OWN_GENERATION = "(c.backfill_generation_id IS NULL OR c.backfill_generation_id = g.id)"
 
 
-def pending_from(generations: str, *, candidates: str = "TRUE") -> str:
+def pending_from(
+    generations: str, *, candidates: str = "TRUE", rows: str = "ingestion_embedding_candidate"
+) -> str:
     """`FROM ... WHERE generations AND candidates`: the pending pairs (`g`, `l`) of the
     generations the condition `generations` (on `g`) keeps, among the candidates (`c`)
     the condition `candidates` keeps (one listing's key, say, found through its index
-    rather than by probing every candidate)."""
-    return f"FROM {_PENDING} WHERE {generations} AND {candidates} AND {_OWN_GENERATION}"
+    rather than by probing every candidate); `rows`, a subquery of the candidates' rows,
+    narrows them first."""
+    pending = _PENDING.format(rows=rows)
+    return f"FROM {pending} WHERE {generations} AND {candidates} AND {_OWN_GENERATION}"
