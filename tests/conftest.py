@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -64,6 +65,19 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(0.05)
+
+
+def waiting_on_a_lock(database_url: str, statement_like: str = "%") -> bool:
+    """Whether a statement of the test database (LIKE `statement_like`) waits on a lock,
+    asked on a connection of its own: a transaction sees pg_stat_activity as it first
+    read it."""
+    with psycopg.connect(database_url, autocommit=True) as observer:
+        row = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE %s",
+            [statement_like],
+        ).fetchone()
+    return bool(row and row[0])
 
 
 async def eventually(condition: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:

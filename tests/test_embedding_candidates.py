@@ -14,7 +14,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch, pending_count, settle_candidates
 from ingestion.models import EmbeddingCandidate, Listing
 from ingestion.upsert import apply_draft
-from tests.conftest import wait_until
+from tests.conftest import wait_until, waiting_on_a_lock
 from tests.factories import draft, source, undated_listings
 
 pytestmark = pytest.mark.django_db
@@ -84,15 +84,7 @@ def test_a_change_while_the_candidates_are_settled_is_kept(test_database_url: st
         waited: list[bool] = []
 
         def done_or_waiting() -> bool:
-            # Asked outside the changer's transaction, whose view of pg_stat_activity is
-            # the one it first took.
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE '%%ingestion_embedding_candidate%%'"
-                )
-                (waiting,) = cursor.fetchone()
-            waited.append(waiting > 0)
+            waited.append(waiting_on_a_lock(test_database_url, "%ingestion_embedding_candidate%"))
             return settled.is_set() or waited[-1]
 
         wait_until(done_or_waiting, timeout_s=10, what="settling to finish or wait")

@@ -20,7 +20,7 @@ import pytest
 from ingestion.indexing import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.tokens import create_token
-from tests.conftest import start_worker, stop_worker, wait_until
+from tests.conftest import start_worker, stop_worker, wait_until, waiting_on_a_lock
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
     QUERIES,
@@ -57,16 +57,6 @@ def stack(child_env: dict[str, str], tmp_path: Path) -> Iterator[Stack]:
         env = {**child_env, **FAULT_SETTINGS, "REDIS_URL": valkey.url, "VECTOR_LAG_MAX_S": "1"}
         with serving(env) as app:
             yield Stack(app, env, token)
-
-
-def _sweep_blocked(database_url: str) -> bool:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND query LIKE %s",
-            [f"/* {CLAIM_TAG} */%"],  # the sweep's claim
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def _pending(database_url: str) -> int:
@@ -106,7 +96,10 @@ def test_a_killed_embedding_worker_keeps_lexical_fresh_shows_its_lag_and_catches
             timeout=10,
         )
         assert response.status_code == 200, response.content
-        wait_until(lambda: _sweep_blocked(test_database_url), 60, "the sweep to block")
+        sweep_claim = f"/* {CLAIM_TAG} */%"
+        wait_until(
+            lambda: waiting_on_a_lock(test_database_url, sweep_claim), 60, "the sweep to block"
+        )
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
         holder.rollback()

@@ -18,7 +18,7 @@ from ingestion.models import Listing, Poll, Source
 from ingestion.polling import poll_source
 from ingestion.tasks import poll_source as poll_source_task
 from searchsite.celery import app as celery_app
-from tests.conftest import start_worker, stop_worker, wait_until
+from tests.conftest import start_worker, stop_worker, wait_until, waiting_on_a_lock
 from tests.feeds import numbered_rss
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
@@ -32,7 +32,6 @@ from tests.load_driver import (
 )
 from tests.private_services import FAULT_SETTINGS, PrivateValkey, private_valkey
 from tests.search_fixtures import index_listings
-from tests.test_worker_kill import _waiting_on_a_lock
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -86,7 +85,7 @@ def test_an_ingestion_worker_killed_mid_batch_under_load(
         )
         with celery_app.connection_for_write(stack.valkey.broker_url) as broker:
             celery_app.send_task(poll_source_task.name, (source.pk,), connection=broker)
-        wait_until(lambda: _waiting_on_a_lock(test_database_url), 30, "the batch to block")
+        wait_until(lambda: waiting_on_a_lock(test_database_url), 30, "the batch to block")
         (child,) = psutil.Process(stack.worker_pid).children()
         os.kill(child.pid, signal.SIGKILL)
         blocker.rollback()

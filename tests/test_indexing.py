@@ -15,7 +15,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from ingestion.indexing import embed_pending_batch, pending_count
 from ingestion.models import IndexGeneration, Listing, ListingEmbedding
 from ingestion.upsert import apply_draft
-from tests.conftest import wait_until
+from tests.conftest import wait_until, waiting_on_a_lock
 from tests.factories import draft, undated_listings
 
 pytestmark = pytest.mark.django_db
@@ -114,7 +114,9 @@ def test_retiring_while_a_reader_holds_the_table_blocks_no_vector_search(
         retirement = threading.Thread(target=_retire_and_close, args=(retiring,))
         retirement.start()
         wait_until(
-            lambda: _waiting_to_drop(search), 10, "the retirement to wait for the open reader"
+            lambda: waiting_on_a_lock(test_database_url, "DROP INDEX%"),
+            10,
+            "the retirement to wait for the open reader",
         )
         search.execute("SET lock_timeout = '1s'")
         found = search.execute(
@@ -133,14 +135,6 @@ def _retire_and_close(generation: IndexGeneration) -> None:
         generations.retire(generation)
     finally:
         connection.close()  # this thread's own connection
-
-
-def _waiting_to_drop(observer: psycopg.Connection[tuple[object, ...]]) -> bool:
-    waiting = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity"
-        " WHERE query LIKE 'DROP INDEX%%' AND wait_event_type = 'Lock'"
-    ).fetchone()
-    return waiting == (1,)
 
 
 def test_the_generation_list_is_one_query_however_many_generations(

@@ -14,7 +14,7 @@ import pytest
 from ingestion.models import Listing, Poll, Source, SourceRecord
 from ingestion.polling import poll_source
 from ingestion.tasks import poll_source as poll_source_task
-from tests.conftest import start_worker, stop_worker, wait_until
+from tests.conftest import start_worker, stop_worker, wait_until, waiting_on_a_lock
 from tests.feeds import numbered_rss
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -31,15 +31,6 @@ def worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     process = start_worker(child_env, name="kill-worker")
     yield process
     stop_worker(process)
-
-
-def _waiting_on_a_lock(database_url: str) -> bool:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
@@ -59,7 +50,7 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
         [source.pk, f"g{BLOCKED_ITEM}"],
     )
     poll_source_task.delay(source.pk)
-    wait_until(lambda: _waiting_on_a_lock(test_database_url), 60, "the batch to block")
+    wait_until(lambda: waiting_on_a_lock(test_database_url), 60, "the batch to block")
     (child,) = psutil.Process(worker.pid).children()
     os.kill(child.pid, signal.SIGKILL)
     blocker.rollback()
