@@ -4,17 +4,27 @@ results, says why, and no vector statement outlives its budget by more than 20 m
 `pg_stat_activity`, however many are in flight.
 
 The vector breaker is kept closed (a minimum of calls above the load's), or it would
-open after ten timeouts and the searches after those would start no statement to abandon."""
+open after ten timeouts and the searches after those would start no statement to abandon.
 
+Two defences end a vector statement at its budget: the search's client-side cancel and
+the statement's own `statement_timeout`. The load test holds if either is there; the
+frozen client's test below needs the server's, since a process that cannot run (stopped,
+swapped out, its event loop stuck) cannot send a cancel."""
+
+import os
+import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
 from retrieval.pg_statement import VECTOR_TAG
-from tests.conftest import wait_until
+from tests.conftest import wait_until, waiting_on_a_lock
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
     QUERIES,
@@ -36,28 +46,45 @@ BUDGET_MS = 40  # the default vector budget
 GRACE_MS = 20
 
 
-@pytest.fixture
-def app(child_env: dict[str, str], tmp_path: Path) -> Iterator[LiveApp]:
+# Long enough for the test to see the statement wait and stop its client well before the
+# budget runs out (FAULT_SETTINGS' 600 ms; the deadline's 1000 ms holds the lexical stage).
+FROZEN_BUDGET_MS = int(FAULT_SETTINGS["SEARCH_VECTOR_BUDGET_MS"])
+
+
+@contextmanager
+def _app(child_env: dict[str, str], tmp_path: Path, budget_ms: int) -> Iterator[LiveApp]:
     index_listings()
     with private_valkey(tmp_path) as valkey:
         env = {
             **child_env,
             **FAULT_SETTINGS,  # a deadline the shared machine cannot miss; the budget below
             "REDIS_URL": valkey.url,
-            "SEARCH_VECTOR_BUDGET_MS": str(BUDGET_MS),
+            "SEARCH_VECTOR_BUDGET_MS": str(budget_ms),
             "VECTOR_BREAKER_MIN_CALLS": str(int(RATE * LOCKED_S) * 10),
         }
         with serving(env) as app:
             yield app
 
 
-def _overdue(observer: psycopg.Connection) -> int:
+@pytest.fixture
+def app(child_env: dict[str, str], tmp_path: Path) -> Iterator[LiveApp]:
+    with _app(child_env, tmp_path, BUDGET_MS) as app:
+        yield app
+
+
+@pytest.fixture
+def patient_app(child_env: dict[str, str], tmp_path: Path) -> Iterator[LiveApp]:
+    with _app(child_env, tmp_path, FROZEN_BUDGET_MS) as app:
+        yield app
+
+
+def _overdue(observer: psycopg.Connection, budget_ms: int = BUDGET_MS) -> int:
     """Vector statements running longer than their budget and the grace."""
     row = observer.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND state = 'active' AND query LIKE %s"
         " AND clock_timestamp() - query_start > make_interval(secs => %s)",
-        [f"/* {VECTOR_TAG} */%", (BUDGET_MS + GRACE_MS) / 1000],
+        [f"/* {VECTOR_TAG} */%", (budget_ms + GRACE_MS) / 1000],
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -97,3 +124,42 @@ def test_locked_embeddings_under_load_answer_in_time_and_abandon_nothing(
     assert all("vector_timeout" in (s.body or {}).get("reasons", []) for s in samples)
     assert seen_running > 0, "no vector statement ever seen waiting on the lock"
     assert max(overdue) == 0, f"vector statements past budget + {GRACE_MS} ms"
+
+
+def test_a_vector_statement_ends_at_its_budget_while_its_client_is_frozen(
+    patient_app: LiveApp, test_database_url: str
+) -> None:
+    wait_until(lambda: serves_normally(patient_app.url, QUERIES), 60, "hybrid answers")
+    web = patient_app.process.pid  # the leader of uvicorn's own session (start_new_session)
+    overdue = []
+    with (
+        psycopg.connect(test_database_url, autocommit=True) as observer,
+        psycopg.connect(test_database_url) as holder,
+        ThreadPoolExecutor(1) as client,
+    ):
+        holder.execute(f"LOCK TABLE {VECTOR_TABLE} IN ACCESS EXCLUSIVE MODE")
+        asked = client.submit(
+            httpx.get, f"{patient_app.url}/api/search", params={"q": QUERIES[0]}, timeout=30
+        )
+        wait_until(
+            lambda: waiting_on_a_lock(test_database_url, f"/* {VECTOR_TAG} */%"),
+            10,
+            "the search's vector statement to wait on the lock",
+        )
+        os.killpg(web, signal.SIGSTOP)  # from here on nothing of the web server's runs
+        try:
+            frozen_at = time.monotonic()
+            while time.monotonic() < frozen_at + (FROZEN_BUDGET_MS + 500) / 1000:
+                overdue.append(_overdue(observer, FROZEN_BUDGET_MS))
+            left_running = _running(observer)
+        finally:
+            os.killpg(web, signal.SIGCONT)
+        holder.rollback()
+        answer = asked.result()
+
+    assert max(overdue) == 0, f"a vector statement ran past its budget + {GRACE_MS} ms"
+    assert left_running == 0, "the frozen client's vector statement is still running"
+    # Thawed past its deadline, the search says so at once rather than answer late.
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["Retry-After"]
+    assert "vector_timeout" in answer.json()["reasons"], answer.text
