@@ -206,9 +206,12 @@ def embed_pending(
     previous claim's vectors are written and committed and the next claim is made, on the
     other of two connections (a claim passes over the listings the claim being embedded
     holds). At most two claims are in flight; one that was claimed but not embedded when
-    the loop stops, or when the model fails, is rolled back and left to the next sweep."""
+    the loop stops, or when the model fails, is rolled back and left to the next sweep.
+
+    The model is loaded only once there is a claim to embed: every worker asks for a sweep
+    as it starts, and loading it for none took two seconds of a core just as a cold-started
+    stack took its first searches (docs/reliability.md, cold start)."""
     size = batch_size or settings.EMBED_BATCH_SIZE
-    model = embedder or get_embedder()
     done = 0
     with _lanes() as lanes:
         flights = [lanes[0].submit(size)]  # every claim submitted, the k-th on lane k % 2
@@ -218,6 +221,7 @@ def embed_pending(
                 current = flights[-1]
                 if clock() < until:
                     flights.append(lanes[len(flights) % 2].submit(size))
+                model = embedder or get_embedder()
                 current.embedded.set_result(model.embed_documents([claim.text for claim in claims]))
                 if previous is not None:
                     done += _finish(previous)

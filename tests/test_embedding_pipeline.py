@@ -117,6 +117,15 @@ def test_a_claim_the_model_failed_on_is_left_whole_to_the_next_sweep(generation:
     assert pending_count(generation) == 0
 
 
+def test_a_sweep_with_nothing_to_embed_loads_no_model(
+    generation: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded: list[bool] = []
+    monkeypatch.setattr(indexing, "get_embedder", lambda: loaded.append(True))
+    assert embed_pending(until=FOREVER) == 0
+    assert loaded == []
+
+
 def test_a_sweep_stops_claiming_when_its_time_is_up(generation: int) -> None:
     _listings(LISTINGS)
     clock = FakeClock()
