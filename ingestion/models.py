@@ -172,13 +172,21 @@ class Listing(models.Model):
     )
 
     class Meta:
+        # The GIN indexes take each insert directly (fastupdate off), not into a pending
+        # list: every search scans that list whole, and autovacuum's ANALYZE flushed it
+        # while ingestion ran, timing out every lexical stage for 1.6 s (migration 0014).
         indexes = [
-            GinIndex(fields=["search_vector"], name="listing_search_vector_gin"),
-            GinIndex(fields=["title_vector"], name="listing_title_vector_gin"),
-            GinIndex(fields=["title"], opclasses=["gin_trgm_ops"], name="listing_title_trgm"),
+            GinIndex(fields=["search_vector"], name="listing_search_vector_gin", fastupdate=False),
+            GinIndex(fields=["title_vector"], name="listing_title_vector_gin", fastupdate=False),
+            GinIndex(
+                fields=["title"],
+                opclasses=["gin_trgm_ops"],
+                name="listing_title_trgm",
+                fastupdate=False,
+            ),
             models.Index(fields=["starts_at"], name="listing_starts_at"),
-            GinIndex(fields=["venue_terms"], name="listing_venue_terms_gin"),
-            GinIndex(fields=["source_kinds"], name="listing_source_kinds_gin"),
+            GinIndex(fields=["venue_terms"], name="listing_venue_terms_gin", fastupdate=False),
+            GinIndex(fields=["source_kinds"], name="listing_source_kinds_gin", fastupdate=False),
             # What undated de-duplication looks up, and only the rows it may match.
             models.Index(
                 fields=["audience", "normalised_title"],
