@@ -149,6 +149,7 @@ def test_a_vector_statement_ends_at_its_budget_while_its_client_is_frozen(
         os.killpg(web, signal.SIGSTOP)  # from here on nothing of the web server's runs
         try:
             frozen_at = time.monotonic()
+            frozen_with = _running(observer)  # its statement, unless the client cancelled first
             while time.monotonic() < frozen_at + (FROZEN_BUDGET_MS + 500) / 1000:
                 overdue.append(_overdue(observer, FROZEN_BUDGET_MS))
             left_running = _running(observer)
@@ -157,6 +158,7 @@ def test_a_vector_statement_ends_at_its_budget_while_its_client_is_frozen(
         holder.rollback()
         answer = asked.result()
 
+    assert frozen_with > 0, "the vector statement ended before its client was stopped"
     assert max(overdue) == 0, f"a vector statement ran past its budget + {GRACE_MS} ms"
     assert left_running == 0, "the frozen client's vector statement is still running"
     # Thawed past its deadline, the search says so at once rather than answer late.
