@@ -78,24 +78,20 @@ def patient_app(child_env: dict[str, str], tmp_path: Path) -> Iterator[LiveApp]:
         yield app
 
 
-def _overdue(observer: psycopg.Connection, budget_ms: int = BUDGET_MS) -> int:
-    """Vector statements running longer than their budget and the grace."""
+def _running(observer: psycopg.Connection, for_longer_than_s: float = 0.0) -> int:
+    """Vector statements running, for longer than `for_longer_than_s`."""
     row = observer.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND state = 'active' AND query LIKE %s"
-        " AND clock_timestamp() - query_start > make_interval(secs => %s)",
-        [f"/* {VECTOR_TAG} */%", (budget_ms + GRACE_MS) / 1000],
+        " AND clock_timestamp() - query_start >= make_interval(secs => %s)",
+        [f"/* {VECTOR_TAG} */%", for_longer_than_s],
     ).fetchone()
     return int(row[0]) if row else 0
 
 
-def _running(observer: psycopg.Connection) -> int:
-    row = observer.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND state = 'active' AND query LIKE %s",
-        [f"/* {VECTOR_TAG} */%"],
-    ).fetchone()
-    return int(row[0]) if row else 0
+def _overdue(observer: psycopg.Connection, budget_ms: int = BUDGET_MS) -> int:
+    """Vector statements running longer than their budget and the grace."""
+    return _running(observer, (budget_ms + GRACE_MS) / 1000)
 
 
 def test_locked_embeddings_under_load_answer_in_time_and_abandon_nothing(

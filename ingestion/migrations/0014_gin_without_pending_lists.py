@@ -32,7 +32,7 @@ def _alter(fastupdate: str) -> str:
     )
 
 
-def _state(fastupdate: bool) -> list[migrations.operations.base.Operation]:
+def _state() -> list[migrations.operations.base.Operation]:
     return [
         operation
         for name, options in INDEXES.items()
@@ -40,7 +40,7 @@ def _state(fastupdate: bool) -> list[migrations.operations.base.Operation]:
             migrations.RemoveIndex(model_name="listing", name=name),
             migrations.AddIndex(
                 model_name="listing",
-                index=GinIndex(name=name, fastupdate=fastupdate, **options),
+                index=GinIndex(name=name, fastupdate=False, **options),
             ),
         )
     ]
@@ -52,6 +52,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.SeparateDatabaseAndState(
             database_operations=[migrations.RunSQL(_alter("off"), _alter("on"))],
-            state_operations=_state(False),
+            state_operations=_state(),
         )
     ]
