@@ -106,6 +106,30 @@ POOL_WAIT = Histogram(
 POOL_TIMEOUTS = Counter(
     "retrieval_pool_timeouts", "Waits for a search connection that ran out of time"
 )
+# A stalled Postgres shows here: statements past their deadline still being cleaned up,
+# clean-ups that ran out of their bound (each closed a connection), and the pool's size.
+STATEMENTS_ABANDONED = Gauge(
+    "retrieval_statements_abandoned",
+    "Search statements past their deadline whose clean-up is under way",
+    multiprocess_mode="livesum",
+)
+CLEANUPS_CUT_OFF = Counter(
+    "retrieval_statement_cleanups_cut_off",
+    "Abandoned search statements whose clean-up ran out of its bound (connection closed)",
+)
+POOL_CONNECTIONS = Gauge(
+    "retrieval_pool_connections",
+    "Search connections a pool holds, idle or in use, by the pool's connection name "
+    "(searchsite-search, searchsite-warming; sampled)",
+    ["connections", "state"],
+    multiprocess_mode="livesum",
+)
+EVENT_LOOP_TASKS = Gauge(
+    "retrieval_event_loop_tasks",
+    "Tasks on the event loop of a search pool, by its connection name (sampled)",
+    ["connections"],
+    multiprocess_mode="livesum",
+)
 SHED_AT_DOOR = Counter(
     "retrieval_shed_at_door",
     "Search requests answered 503 at the door, before any work: too many in flight",

@@ -167,12 +167,54 @@ def _lost(pool: AsyncConnectionPool) -> None:
         _outages[pool] = _Outage(pool)
 
 
+def server_stalled() -> None:
+    """Postgres answered nothing, not even a cancel request, within a clean-up's bound
+    (retrieval/pg_statement.py): a frozen server is an outage too, and searches that find
+    no idle connection fail at once until the probe gets an answer."""
+    pool = _pools.get(asyncio.get_running_loop())
+    if pool is not None:
+        _lost(pool)
+
+
+# How often a pool's size and its event loop's tasks are written to the gauges: they say
+# whether a stalled Postgres left anything behind once it answers again.
+SAMPLE_S = 0.5
+_samplers: "weakref.WeakKeyDictionary[AsyncConnectionPool, asyncio.Task[None]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _sample(pool: AsyncConnectionPool, connections: str) -> None:
+    """Keep the gauges of `connections` holding this pool's share, until it is closed or
+    its loop ends (added as differences: a process may have several loops' pools of one
+    name, and a pool gone takes its share with it)."""
+    gauges = (
+        metrics.POOL_CONNECTIONS.labels(connections=connections, state="idle"),
+        metrics.POOL_CONNECTIONS.labels(connections=connections, state="in_use"),
+        metrics.EVENT_LOOP_TASKS.labels(connections=connections),
+    )
+    shares = [0, 0, 0]
+    try:
+        while True:
+            stats = pool.get_stats()
+            idle = stats.get("pool_available", 0)
+            now = [idle, stats.get("pool_size", 0) - idle, len(asyncio.all_tasks())]
+            for gauge, share, new in zip(gauges, shares, now, strict=True):
+                gauge.inc(new - share)
+            shares = now
+            await asyncio.sleep(SAMPLE_S)
+    finally:
+        for gauge, share in zip(gauges, shares, strict=True):
+            gauge.dec(share)
+
+
 # The connections a pool opens before its first search: one for each stage it runs at once.
 FIRST_CONNECTIONS = 2
 
 
-def _new_pool() -> AsyncConnectionPool:
-    return AsyncConnectionPool(
+def _new_pool(loop: asyncio.AbstractEventLoop) -> AsyncConnectionPool:
+    """A new pool, this loop's from now on, and sampled."""
+    pool = _pools[loop] = AsyncConnectionPool(
         conninfo(),
         min_size=min(FIRST_CONNECTIONS, settings.SEARCH_POOL_SIZE),
         max_size=settings.SEARCH_POOL_SIZE,
@@ -181,6 +223,9 @@ def _new_pool() -> AsyncConnectionPool:
         name="search",
         reconnect_timeout=RECONNECT_TIMEOUT_S,
     )
+    sampler = _sample(pool, _application_name.get())
+    _samplers[pool] = loop.create_task(sampler, name="search-pool-sampler")
+    return pool
 
 
 # psycopg_pool allows one wait() on a pool at a time (a second fails an assertion): the
@@ -198,7 +243,7 @@ async def get_pool() -> AsyncConnectionPool:
     loop = asyncio.get_running_loop()
     pool = _pools.get(loop)
     if pool is None:
-        pool = _pools[loop] = _new_pool()
+        pool = _new_pool(loop)
         # Wait for the first connections, so a search need not pay for connecting (the
         # lexical and vector stages each take one at once); but for a bounded time: with
         # Postgres down, the pool's own wait was 30 s for the first searches of a process
@@ -208,7 +253,8 @@ async def get_pool() -> AsyncConnectionPool:
             await pool.open(wait=False)
             await _wait(pool, PROBE_TIMEOUT_S)
         except PoolTimeout as exc:
-            pool = _pools[loop] = _new_pool()
+            _samplers.pop(pool).cancel()
+            pool = _new_pool(loop)
             await pool.open(wait=False)
             _lost(pool)
             raise DatabaseUnavailableError("Postgres did not answer a first connection") from exc
@@ -270,6 +316,9 @@ async def close_pools() -> None:
 
 
 async def _close(pool: AsyncConnectionPool) -> None:
+    sampler = _samplers.pop(pool, None)
+    if sampler is not None:
+        sampler.cancel()
     outage = _outages.pop(pool, None)
     if outage is not None:
         outage.probe.cancel()

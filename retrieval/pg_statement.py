@@ -1,18 +1,41 @@
 """One hot-path statement under a deadline: its wait for a pooled connection and its own
 `statement_timeout` both come out of what the deadline has left, and its text is tagged so
 that operators can tell a search's statements apart in pg_stat_activity.
+
+The caller waits for the statement by the deadline, never for the server. A server that
+is frozen (a paused VM, a swap storm, a stalled disk) enforces no `statement_timeout`
+and answers no cancel request, and psycopg's own clean-up of a cancelled statement waits
+5 s for each (a search in flight when Postgres froze answered only at the thaw, 6.4 s
+later). So the statement runs in a task of its own: past its deadline the caller stops
+waiting and goes on, and the task is cancelled behind it. Its clean-up (psycopg's cancel
+request, the server's answer, the connection's return) gets `SEARCH_CLEANUP_BOUND_MS`;
+past that the task is cancelled again, which makes psycopg close the connection, the
+pool open another in its place, and the search pool treat Postgres as unreachable until a
+probe gets an answer (retrieval/pg.py).
 """
 
+import asyncio
 import re
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
 from psycopg import AsyncClientCursor
 from psycopg.errors import QueryCanceled
 
+from retrieval import metrics
 from retrieval.deadline import Deadline
-from retrieval.pg import connection, has_prepared
+from retrieval.pg import connection, has_prepared, server_stalled
 from retrieval.types import StageTimeoutError
+
+# How long past its deadline a statement may go unanswered before its caller stops
+# waiting: the server's own statement_timeout, set to the same instant, normally ends it
+# first, and says so in a message the caller already handles.
+SERVER_GRACE_S = 0.005
+
+# Statements abandoned past their deadline whose clean-up is still under way, referenced
+# until it ends (the event loop keeps only weak references to tasks).
+_abandoned: "set[asyncio.Task[list[tuple[Any, ...]]]]" = set()
 
 # Tags that open a hot-path statement's text (see fetch_with_local_settings).
 LEXICAL_TAG = "searchsite:lexical"
@@ -48,7 +71,67 @@ async def fetch_with_local_settings(
 
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
     connection that has that name prepared (see `prepare_on_connect`).
+
+    No answer by the deadline (+ SERVER_GRACE_S) raises StageTimeoutError too, whatever
+    the server is doing; a caller cancelled meanwhile stops waiting at once. Either way
+    the statement's clean-up goes on behind the caller, bounded (see the module's doc).
     """
+    running = asyncio.ensure_future(
+        _fetch(tag, statement, params, deadline, local=local, prepared=prepared)
+    )
+    try:
+        await asyncio.wait({running}, timeout=deadline.remaining_ms() / 1000 + SERVER_GRACE_S)
+    except asyncio.CancelledError:
+        _abandon(running)
+        raise
+    if not running.done():
+        _abandon(running)
+        raise StageTimeoutError("Postgres did not answer by the deadline")
+    return running.result()
+
+
+def _abandon(running: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
+    """Cancel a statement no one waits for, and bound its clean-up."""
+    running.cancel()  # psycopg sends the server a cancel request, and waits for its answer
+    _abandoned.add(running)
+    metrics.STATEMENTS_ABANDONED.inc()
+    loop = asyncio.get_running_loop()
+    cut_off = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running)
+
+    def ended(_: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
+        cut_off.cancel()
+        _abandoned.discard(running)
+        metrics.STATEMENTS_ABANDONED.dec()
+        if not running.cancelled():
+            running.exception()  # retrieved: it ended after its caller stopped waiting
+
+    running.add_done_callback(ended)
+
+
+def _cut_off(running: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
+    """The clean-up ran out of its bound: the server answers nothing, not even a cancel
+    request. Interrupted in its clean-up, psycopg closes the connection (pgconn.finish:
+    no round trip), and the pool, given back a closed connection, opens another."""
+    if running.done():
+        return
+    metrics.CLEANUPS_CUT_OFF.inc()
+    server_stalled()
+    running.cancel()
+    # Should the task not end even so, it is cut off again after another bound.
+    loop = asyncio.get_running_loop()
+    again = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running)
+    running.add_done_callback(lambda _: again.cancel())
+
+
+async def _fetch(
+    tag: str,
+    statement: str,
+    params: dict[str, object],
+    deadline: Deadline,
+    *,
+    local: dict[str, str] | None,
+    prepared: tuple[str, str] | None,
+) -> list[tuple[Any, ...]]:
     try:
         async with connection(deadline.remaining_ms() / 1000) as conn:
             left_ms = deadline.remaining_ms()

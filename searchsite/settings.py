@@ -241,6 +241,11 @@ SEARCH_RESERVE_MS = env_float("SEARCH_RESERVE_MS", 15.0)
 # ingest stream at concurrency 8, and at 30 ms without it (docs/quality.md).
 SEARCH_VECTOR_BUDGET_MS = env_float("SEARCH_VECTOR_BUDGET_MS", 40.0)
 SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
+# How long the clean-up of a statement abandoned at its deadline may take behind the
+# response (the cancel request, the server's answer, the connection's return) before its
+# connection is closed instead: a live server answers a cancel in a millisecond or two, a
+# frozen one never (retrieval/pg_statement.py).
+SEARCH_CLEANUP_BOUND_MS = env_float("SEARCH_CLEANUP_BOUND_MS", 1000.0)
 # 80, not 40: CACM dev's vector recall@10 0.270 -> 0.302, the others unchanged, for a
 # statement bounded by it (docs/quality.md).
 SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)

