@@ -6,6 +6,12 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
+# A web process's Django round trips are bounded: a frozen Postgres held admin and health
+# requests as long as it was frozen (searchsite/stalled_database.py).
+from searchsite.stalled_database import enable  # noqa: E402
+
+enable()
+
 # After setup: the handler's front door is the search service's, which reads the models.
 from searchsite.handler import SearchASGIHandler  # noqa: E402
 

@@ -4,6 +4,7 @@ the stack's warm-up and this process's own included: 503 until then); GET /healt
 whether the process answers at all (no dependency asked, so a stalled database never gets
 a live process restarted)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -24,6 +25,9 @@ from searchsite.heartbeat import newest_age_s
 class Check:
     ok: bool
     detail: str
+
+
+UNREACHABLE = Check(False, "unknown: Postgres unreachable")
 
 
 def check_postgres() -> Check:
@@ -47,7 +51,7 @@ def check_index_generation() -> Check:
     try:
         active = active_generation()
     except DatabaseError:
-        return Check(False, "unknown: Postgres unreachable")
+        return UNREACHABLE
     if active is None:
         return Check(False, "no active index generation")
     return Check(True, f"generation {active.pk} ({active.embedding_model}, {active.dimensions}d)")
@@ -59,7 +63,7 @@ def check_vector_lag() -> Check:
     try:
         lag = embedding_lag()
     except DatabaseError:
-        return Check(False, "unknown: Postgres unreachable")
+        return UNREACHABLE
     if lag is None:
         return Check(False, f"unknown: no answer within {TIMEOUT}")
     if lag.oldest_s is None:
@@ -84,7 +88,7 @@ def check_warm_up() -> Check:
     try:
         warmed = cold_start.warmed_up()
     except DatabaseError:
-        return Check(False, "unknown: Postgres unreachable")
+        return UNREACHABLE
     if not warmed:
         return Check(False, "not warmed up since Postgres started")
     return Check(True, "warmed up since Postgres started")
@@ -93,18 +97,28 @@ def check_warm_up() -> Check:
 def _search_checks() -> dict[str, Check]:
     """What a web process needs to serve searches well. Not Redis: a search does without
     the result cache, and the vector breaker runs on its own while Redis is away."""
-    return {
-        "postgres": check_postgres(),
-        "index_generation": check_index_generation(),
-        "warm_up": check_warm_up(),
-    }
+    return _unless_postgres_failed(
+        check_postgres(), {"index_generation": check_index_generation, "warm_up": check_warm_up}
+    )
+
+
+def _unless_postgres_failed(
+    postgres: Check, asking: dict[str, Callable[[], Check]]
+) -> dict[str, Check]:
+    """The Postgres check and the checks that ask Postgres, those only if it answered:
+    a stalled server costs a check its whole bound (DATABASE_STALL_TIMEOUT_S), and each
+    check asking it again would cost another."""
+    if not postgres.ok:
+        return {"postgres": postgres} | dict.fromkeys(asking, UNREACHABLE)
+    return {"postgres": postgres} | {name: check() for name, check in asking.items()}
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
+    checks = _search_checks()
+    vector_lag = check_vector_lag() if checks["postgres"].ok else UNREACHABLE
     return _report(
-        _search_checks()
-        | {"redis": check_redis(), "worker": check_worker(), "vector_lag": check_vector_lag()}
+        checks | {"redis": check_redis(), "worker": check_worker(), "vector_lag": vector_lag}
     )
 
 

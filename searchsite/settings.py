@@ -1,6 +1,7 @@
 """Settings for the listings search site. Every value comes from the environment with a
 safe default; `docs/configuration` in README.md lists them."""
 
+import math
 import secrets
 from typing import Any
 
@@ -132,11 +133,19 @@ PROCESS_ROLE = env_str("SEARCHSITE_ROLE", "manage")
 
 
 # Any: Django's own type for a DATABASES entry, so a reader of it needs no cast.
+# A web process's Django round trips (admin, editorial API, health, metrics) that Postgres
+# leaves unanswered this long are broken off, and the request gets a 503 in plain words
+# (searchsite/stalled_database.py); a connection attempt gives up after as long (libpq
+# counts whole seconds, at least 2).
+DATABASE_STALL_TIMEOUT_S = env_float("DATABASE_STALL_TIMEOUT_S", 5.0)
+
+
 def _database(url: str) -> dict[str, Any]:
     params = conninfo_to_dict(url)
     params.setdefault("application_name", f"searchsite-{PROCESS_ROLE}")
+    params.setdefault("connect_timeout", str(max(2, math.ceil(DATABASE_STALL_TIMEOUT_S))))
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "searchsite.postgres_backend",
         "NAME": params.pop("dbname", "searchsite"),
         "USER": params.pop("user", ""),
         "PASSWORD": params.pop("password", ""),

@@ -19,3 +19,5 @@ urlpatterns = [
     path("api/schema", openapi.schema, name="api-schema"),
     path("api/docs", openapi.docs, name="api-docs"),
 ]
+
+handler500 = "searchsite.errors.handler500"

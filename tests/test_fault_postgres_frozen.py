@@ -1,25 +1,34 @@
-"""Postgres frozen under load (issue 31): the postmaster and every backend stopped with
+"""Postgres frozen (issue 31): the postmaster and every backend stopped with
 SIGSTOP, as a paused VM, a swap storm or a stalled disk looks to a client. Nothing is
 refused and nothing answers, so neither a server-side timeout nor a cancel request helps.
 Every search must still be answered by its deadline (+ 50 ms), with a 503 and
 Retry-After at worst; after the thaw the system serves normally again within 5 s, and
 nothing the freeze started is left: the search pool as large as before, no more tasks on
-the web process's event loop nor threads in it, no statement still being cleaned up.
+the web process's event loop nor threads in it, no statement still being cleaned up. The
+other requests that ask Postgres (health, the editorial API, the admin) answer within
+their own bound, a 503 in plain words.
 
 The app and its Postgres and Valkey are the test's own (a copy of the test database), so
 freezing Postgres leaves the session's server alone."""
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psutil
+import psycopg
 import pytest
+from django.contrib.auth.models import User
+from pytest_django.fixtures import Settings
 
+from ingestion.models import Source
+from ingestion.tokens import create_token
 from retrieval.pg import SAMPLE_S, SEARCH_CONNECTIONS
+from searchsite import stalled_database
+from searchsite.stalled_database import watched
 from tests.conftest import wait_until
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
@@ -55,16 +64,25 @@ BACK_S = 10.0
 POOL_SIZE = 24  # the default: idle connections for every step of a search
 
 
+STALL_TIMEOUT_S = 2.0  # DATABASE_STALL_TIMEOUT_S, and so the connect timeout too
+ANSWERED_WITHIN_S = STALL_TIMEOUT_S + 0.5
+EDITOR, PASSWORD = "editor", "a long passphrase for the test"
+
+
 @dataclass(frozen=True)
 class Stack:
     app: LiveApp
     postgres: PrivatePostgres
     valkey: PrivateValkey
+    token: str
 
 
 @pytest.fixture
 def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> Iterator[Stack]:
     index_listings()
+    desk = Source.objects.create(name="Editorial desk", kind=Source.Kind.EDITORIAL)
+    token = create_token("cms", desk)
+    User.objects.create_superuser(EDITOR, password=PASSWORD)
     with (
         private_postgres(tmp_path, copy_of=test_database_url) as postgres,
         private_valkey(tmp_path) as valkey,
@@ -77,9 +95,10 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
             # One process, so that its /metrics and its threads are the server's.
             "WEB_PROCESSES": "1",
             "SEARCH_POOL_SIZE": str(POOL_SIZE),
+            "DATABASE_STALL_TIMEOUT_S": str(STALL_TIMEOUT_S),
         }
         with serving(env) as app:
-            yield Stack(app, postgres, valkey)
+            yield Stack(app, postgres, valkey, token)
 
 
 @dataclass(frozen=True)
@@ -207,3 +226,86 @@ def test_a_frozen_postgres_never_holds_a_search_past_its_deadline(stack: Stack) 
     half = len(long.threads) // 2
     assert max(long.threads[half:]) <= max(long.threads[:half]), long.threads
     _back_to(stack.app, before, threads_at_most=after_short.threads)
+
+
+def _logged_in(app: LiveApp) -> httpx.Client:
+    client = httpx.Client(base_url=app.url, timeout=10)
+    client.get("/admin/login/")
+    response = client.post(
+        "/admin/login/?next=/admin/",
+        data={
+            "username": EDITOR,
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": client.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{app.url}/admin/login/"},
+    )
+    assert response.status_code == 302, response.text
+    return client
+
+
+def _timed(send: Callable[[], httpx.Response]) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = send()
+    return response, time.monotonic() - started
+
+
+def test_health_the_editorial_api_and_the_admin_answer_within_their_bound(stack: Stack) -> None:
+    editor = _logged_in(stack.app)
+    assert editor.get("/admin/ingestion/listing/").status_code == 200
+    wait_until(lambda: _ready(stack.app), 30, "readiness")
+    records = [{"id": "frozen-1", "title": "Organ recital"}]
+    bearer = {"Authorization": f"Bearer {stack.token}"}
+    with stack.postgres.frozen():
+        live, live_s = _timed(lambda: httpx.get(f"{stack.app.url}/healthz/live", timeout=10))
+        health, health_s = _timed(lambda: httpx.get(f"{stack.app.url}/healthz", timeout=10))
+        ready, ready_s = _timed(lambda: httpx.get(f"{stack.app.url}/healthz/ready", timeout=10))
+        posted, posted_s = _timed(
+            lambda: httpx.post(
+                f"{stack.app.url}/api/editorial/records", json=records, headers=bearer, timeout=10
+            )
+        )
+        page, page_s = _timed(lambda: editor.get("/admin/ingestion/listing/"))
+
+    assert (live.status_code, live_s < 0.5) == (200, True), live_s
+    for response, took_s in ((health, health_s), (ready, ready_s)):
+        assert response.status_code == 503, response.text
+        assert took_s <= ANSWERED_WITHIN_S, took_s
+        assert response.json()["checks"]["postgres"]["ok"] is False
+    assert posted.status_code == 503, posted.text
+    assert posted_s <= ANSWERED_WITHIN_S, posted_s
+    assert "database is not answering" in posted.json()["error"]
+    assert posted.headers["Retry-After"]
+    assert page.status_code == 503, page.text
+    assert page_s <= ANSWERED_WITHIN_S, page_s
+    assert "database is not answering" in page.text
+
+    # Thawed, each works again, the record posted while frozen included.
+    wait_until(lambda: _ready(stack.app), 30, "readiness after the thaw")
+    assert editor.get("/admin/ingestion/listing/").status_code == 200
+    again = httpx.post(
+        f"{stack.app.url}/api/editorial/records", json=records, headers=bearer, timeout=10
+    )
+    assert again.status_code == 200, again.text
+
+
+def test_a_round_trip_on_an_open_connection_is_broken_off_past_its_bound(
+    test_database_url: str, tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The case a connection attempt's timeout does not cover: the server froze while a
+    connection was open (the requests above each open their own)."""
+    settings.DATABASE_STALL_TIMEOUT_S = 0.3
+    monkeypatch.setattr(stalled_database, "_enabled", True)  # as a web process's enable()
+    with (
+        private_postgres(tmp_path, copy_of=test_database_url) as postgres,
+        psycopg.connect(postgres.url, autocommit=True) as conn,
+    ):
+        with watched(conn):
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        with postgres.frozen():
+            started = time.monotonic()
+            with pytest.raises(psycopg.OperationalError), watched(conn):
+                conn.execute("SELECT 1")
+            took_s = time.monotonic() - started
+    assert 0.3 <= took_s <= 0.3 + 0.2, took_s
+    assert conn.closed

@@ -1,0 +1,114 @@
+"""A web process's Django statements get an answer from Postgres within a bound, or are
+broken off.
+
+The search's own statements are bounded by its deadline (retrieval/pg_statement.py); the
+rest of a web process (the admin, the editorial API, the health checks, the metrics'
+database gauges) talks to Postgres through Django's synchronous connections, and a frozen
+server (a paused VM, a stalled disk) answers neither a statement nor a cancel request: a
+request waited as long as the server was frozen. A server-side statement_timeout cannot
+help, the server being what is stopped, and a blocked synchronous call cannot be
+cancelled from its own thread. So one watchdog thread per process holds the statements
+under way; one past its bound has its socket shut down, which wakes the blocked call with
+an error (psycopg's OperationalError: "server closed the connection unexpectedly"). The
+connection is left broken, and Django closes it at the request's end. The round trips
+are watched by the project's database backend (searchsite/postgres_backend), and a
+request whose database broke off gets a 503 in plain words (searchsite/errors.py).
+
+Hand-written: Django has no client-side statement timeout, and libpq's own options
+(tcp_user_timeout, keepalives) see a frozen server's kernel answering for it.
+"""
+
+import heapq
+import itertools
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+class _Watchdog:
+    """The statements under way, by when each must have its answer; one thread breaks
+    off those past it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._due: list[tuple[float, int]] = []  # a heap of (instant, token)
+        self._sockets: dict[int, int] = {}  # token -> the statement's socket's descriptor
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, fd: int, seconds: float) -> int:
+        with self._lock:
+            token = next(self._tokens)
+            self._sockets[token] = fd
+            heapq.heappush(self._due, (time.monotonic() + seconds, token))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="stalled-database", daemon=True
+                )
+                self._thread.start()
+            self._lock.notify()
+            return token
+
+    def done(self, token: int) -> None:
+        with self._lock:
+            self._sockets.pop(token, None)
+
+    def _run(self) -> None:
+        with self._lock:
+            while True:
+                while self._due and self._due[0][1] not in self._sockets:
+                    heapq.heappop(self._due)  # answered in time
+                if not self._due:
+                    self._lock.wait()
+                    continue
+                at, token = self._due[0]
+                if (wait := at - time.monotonic()) > 0:
+                    self._lock.wait(wait)
+                    continue
+                heapq.heappop(self._due)
+                _break_off(self._sockets.pop(token))
+
+
+def _break_off(fd: int) -> None:
+    logger.warning("Postgres gave no answer within the bound: breaking the connection off")
+    try:
+        # A socket object over a duplicate of the descriptor: shutting it down shuts the
+        # connection's socket down (both descriptors name it), and closing the duplicate
+        # leaves the connection's own descriptor to psycopg.
+        with socket.socket(fileno=socket.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed meanwhile: the statement has ended
+
+
+_watchdog = _Watchdog()
+_enabled = False
+
+
+def enable() -> None:
+    """Bound this process's round trips from now on (web processes only: a worker's long
+    statements are bounded by Celery's time limits)."""
+    global _enabled  # one switch per process, thrown once at start-up
+    _enabled = True
+
+
+@contextmanager
+def watched(connection: Any) -> Iterator[None]:
+    """A round trip on `connection` (a psycopg connection, or None) meanwhile, broken off
+    past DATABASE_STALL_TIMEOUT_S."""
+    if not _enabled or connection is None or connection.closed:
+        yield
+        return
+    token = _watchdog.watch(connection.pgconn.socket, settings.DATABASE_STALL_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        _watchdog.done(token)
