@@ -3,14 +3,18 @@ fault, each at the issue's durations by default, under an open-loop search load
 (tests/load_driver.py) at a rate you give: half the sustainable rate, per the issue.
 
     .venv/bin/python bench/faults.py valkey        [--outage-s 30]
-    .venv/bin/python bench/faults.py postgres      [--outage-s 10]
+    .venv/bin/python bench/faults.py stop-postgres    [--outage-s 10]
+    .venv/bin/python bench/faults.py freeze-postgres  [--outage-s 6]
+    .venv/bin/python bench/faults.py freeze-valkey    [--outage-s 6]
     .venv/bin/python bench/faults.py embed-worker  [--outage-s 30]
     .venv/bin/python bench/faults.py ingest-worker
     .venv/bin/python bench/faults.py lock          [--outage-s 5]
     common: [--url http://127.0.0.1:8000] [--rate 50] [--before-s 5] [--after-s 15]
 
 Valkey and Postgres are the embedded servers under SEARCHSITE_RUN_DIR (`.run`), stopped
-and started for real. A worker is "killed" in its pool process (SIGKILL) while its main
+and started for real, or frozen (SIGSTOP of the server, Postgres' postmaster and every
+backend, then SIGCONT): a paused VM or a stalled disk, which refuses nothing and answers
+nothing. A worker is "killed" in its pool process (SIGKILL) while its main
 process is stopped (SIGSTOP) for the outage, then let go: killing the main process would
 make the supervisor stop everything. Prints the figures docs/reliability.md records: 5xx,
 503, hung, slowest 503, time to serve normally again; the tests (tests/test_fault_*.py)
@@ -43,7 +47,7 @@ from tests.load_driver import (
     under_load,
     untruthful,
 )
-from tests.private_services import PrivatePostgres
+from tests.private_services import PrivatePostgres, PrivateValkey
 
 QUERIES = ["jazz", "concert", "organ recital", "family workshop", "exhibition", "theatre"]
 VECTOR_TAG = "/* searchsite:vector */%"
@@ -71,15 +75,24 @@ def _stalled_worker(hostname_prefix: str, outage_s: float) -> None:
         main.send_signal(signal.SIGCONT)
 
 
-def _postgres_restarted(outage_s: float) -> None:
+def _postgres() -> PrivatePostgres:
     pgdata = embedded.pgdata_dir(embedded.run_dir())
     info = embedded_postgres._running_info(pgdata)
     if info is None or not info.socket_dir:
         raise SystemExit(f"no embedded Postgres under {pgdata}")
-    server = PrivatePostgres(pgdata, embedded.default_database_url(), Path(info.socket_dir))
+    return PrivatePostgres(pgdata, embedded.default_database_url(), Path(info.socket_dir))
+
+
+def _postgres_restarted(outage_s: float) -> None:
+    server = _postgres()
     server.stop()
     time.sleep(outage_s)
     server.start()
+
+
+def _postgres_frozen(outage_s: float) -> None:
+    with _postgres().frozen():
+        time.sleep(outage_s)
 
 
 def _valkey_restarted(outage_s: float) -> None:
@@ -87,6 +100,11 @@ def _valkey_restarted(outage_s: float) -> None:
     embedded_valkey.stop(data)
     time.sleep(outage_s)
     embedded_valkey.start(data)
+
+
+def _valkey_frozen(outage_s: float) -> None:
+    with PrivateValkey(embedded.valkey_dir(embedded.run_dir())).frozen():
+        time.sleep(outage_s)
 
 
 def _embeddings_locked(outage_s: float) -> None:
@@ -109,7 +127,9 @@ def _embeddings_locked(outage_s: float) -> None:
 
 FAULTS: dict[str, tuple[Callable[[float], None], float]] = {
     "valkey": (_valkey_restarted, 30.0),
-    "postgres": (_postgres_restarted, 10.0),
+    "stop-postgres": (_postgres_restarted, 10.0),
+    "freeze-postgres": (_postgres_frozen, 6.0),
+    "freeze-valkey": (_valkey_frozen, 6.0),
     "embed-worker": (lambda s: _stalled_worker("embed-worker", s), 30.0),
     "ingest-worker": (lambda s: _stalled_worker("ingest-worker", s), 5.0),
     "lock": (_embeddings_locked, 5.0),
@@ -146,6 +166,7 @@ def _report(load: Load, began: float, ended: float) -> None:
     during = between(samples, began, ended)
     refused = [s for s in during if s.status == 503]
     slowest = max((s.latency_s or 0 for s in refused), default=0.0)
+    slowest_answer = max((s.latency_s or 0 for s in during), default=0.0)
     recovered = recovery_s(samples, ended)
     rows = [
         ("searches", len(samples)),
@@ -153,6 +174,7 @@ def _report(load: Load, began: float, ended: float) -> None:
         ("503 (all / during the fault)", f"{len(server_errors(samples))} / {len(refused)}"),
         ("503 without Retry-After", len([s for s in refused if not s.retry_after])),
         ("slowest 503 during the fault (ms)", f"{slowest * 1000:.0f}"),
+        ("slowest answer during the fault (ms)", f"{slowest_answer * 1000:.0f}"),
         ("hung (no answer in 5 s)", len(hung(samples))),
         ("answers whose mode/reasons disagree", len(untruthful(samples))),
         ("time to serve normally (s)", "-" if recovered is None else round(recovered, 2)),

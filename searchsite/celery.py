@@ -36,8 +36,12 @@ app.conf.update(
     # hour. Ten minutes is well above the hard time limit below, so a task that is still
     # running is never handed to a second worker, yet a lost one comes back soon.
     broker_transport_options={"visibility_timeout": 600},
-    task_soft_time_limit=240,
-    task_time_limit=300,
+    # A task past the soft limit is told so (SoftTimeLimitExceeded); past the hard one its
+    # pool process is killed and replaced, whatever it waits for: a frozen Postgres
+    # answers nothing, and only the kill ends a task blocked on it (its claims, one
+    # transaction, end with its connection). The visibility timeout stays above both.
+    task_soft_time_limit=env_float("CELERY_TASK_SOFT_TIME_LIMIT_S", 240.0),
+    task_time_limit=env_float("CELERY_TASK_TIME_LIMIT_S", 300.0),
     task_ignore_result=True,
     worker_send_task_events=False,
     broker_connection_retry_on_startup=True,

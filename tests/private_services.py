@@ -5,7 +5,7 @@ servers `make run` uses, in the test's temporary directory, on Unix sockets only
 import signal
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,12 +52,14 @@ class PrivatePostgres:
         stopped = [postmaster]
         try:
             for backend in postmaster.children():
-                backend.send_signal(signal.SIGSTOP)
-                stopped.append(backend)
+                with suppress(psutil.NoSuchProcess):  # one that was ending as it was listed
+                    backend.send_signal(signal.SIGSTOP)
+                    stopped.append(backend)
             yield
         finally:
             for process in stopped:
-                process.send_signal(signal.SIGCONT)
+                with suppress(psutil.NoSuchProcess):
+                    process.send_signal(signal.SIGCONT)
 
     def start(self) -> None:
         """Start the stopped server again, with the options the wheel gave it. pg_ctl

@@ -11,7 +11,6 @@ their own bound, a 503 in plain words.
 The app and its Postgres and Valkey are the test's own (a copy of the test database), so
 freezing Postgres leaves the session's server alone."""
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from pytest_django.fixtures import Settings
 
 from ingestion.models import Source
 from ingestion.tokens import create_token
-from retrieval.pg import SAMPLE_S, SEARCH_CONNECTIONS
 from searchsite import stalled_database
 from searchsite.stalled_database import watched
 from tests.conftest import wait_until
@@ -50,6 +48,7 @@ from tests.private_services import (
     private_valkey,
 )
 from tests.search_fixtures import index_listings
+from tests.web_vitals import Vitals, at_rest, vitals
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -101,49 +100,8 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
             yield Stack(app, postgres, valkey, token)
 
 
-@dataclass(frozen=True)
-class Vitals:
-    pool_connections: float
-    tasks: float
-    abandoned: float
-    threads: int
-
-
-def _sum(text: str, name: str) -> float:
-    """The sum of `name`'s samples for the web process's search pool (not the one its
-    warm-up uses)."""
-    pattern = re.compile(rf"^{name}\{{([^}}]*)\}} (\S+)$", re.MULTILINE)
-    mine = f'connections="{SEARCH_CONNECTIONS}"'
-    return sum(float(value) for labels, value in pattern.findall(text) if mine in labels)
-
-
-def _vitals(app: LiveApp) -> Vitals:
-    text = httpx.get(f"{app.url}/metrics", timeout=10).text
-    return Vitals(
-        _sum(text, "retrieval_pool_connections"),
-        _sum(text, "retrieval_event_loop_tasks"),
-        float(re.findall(r"^retrieval_statements_abandoned (\S+)$", text, re.MULTILINE)[0]),
-        psutil.Process(app.process.pid).num_threads(),
-    )
-
-
 def _ready(app: LiveApp) -> bool:
     return httpx.get(f"{app.url}/healthz/ready", timeout=10).status_code == 200
-
-
-def _at_rest(app: LiveApp) -> Vitals:
-    """The vitals once two samples a sampling period apart agree (a search just answered
-    may still hold a task or a connection)."""
-    seen: list[Vitals] = []
-
-    def settled() -> bool:
-        if seen:
-            time.sleep(SAMPLE_S + 0.1)
-        seen.append(_vitals(app))
-        return len(seen) > 1 and seen[-1] == seen[-2]
-
-    wait_until(settled, 30, "the web process at rest")
-    return seen[-1]
 
 
 @dataclass(frozen=True)
@@ -190,7 +148,7 @@ def _back_to(app: LiveApp, before: Vitals, *, threads_at_most: int) -> Vitals:
     seen: list[Vitals] = []
 
     def back() -> bool:
-        seen.append(now := _vitals(app))
+        seen.append(now := vitals(app))
         return (
             POOL_SIZE <= now.pool_connections <= max(before.pool_connections, POOL_SIZE)
             and (now.tasks, now.abandoned) == (before.tasks, 0)
@@ -211,7 +169,7 @@ def test_a_frozen_postgres_never_holds_a_search_past_its_deadline(stack: Stack) 
     wait_until(lambda: _ready(stack.app), 30, "readiness")
     with under_load(Load(stack.app.url, QUERIES, RATE, BEFORE_S)):
         pass
-    before = _at_rest(stack.app)
+    before = at_rest(stack.app)
 
     # A short freeze, then one twice as long. Thread pools that grow on demand up to a
     # bound (the event loop's executor) may grow in the first; nothing may grow with the

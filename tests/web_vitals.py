@@ -1,0 +1,56 @@
+"""What a web process holds, read from outside: its search pool's connections and its
+event loop's tasks (its /metrics, sampled every retrieval.pg.SAMPLE_S), the statements it
+is still cleaning up, and its threads. For fault tests that check a fault left nothing
+behind; the app must run one web process (WEB_PROCESSES=1)."""
+
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+import psutil
+
+from retrieval.pg import SAMPLE_S, SEARCH_CONNECTIONS
+from tests.conftest import wait_until
+from tests.live_app import LiveApp
+
+
+@dataclass(frozen=True)
+class Vitals:
+    pool_connections: float
+    tasks: float
+    abandoned: float
+    threads: int
+
+
+def _sum(text: str, name: str) -> float:
+    """The sum of `name`'s samples for the web process's search pool (not the one its
+    warm-up uses)."""
+    pattern = re.compile(rf"^{name}\{{([^}}]*)\}} (\S+)$", re.MULTILINE)
+    mine = f'connections="{SEARCH_CONNECTIONS}"'
+    return sum(float(value) for labels, value in pattern.findall(text) if mine in labels)
+
+
+def vitals(app: LiveApp) -> Vitals:
+    text = httpx.get(f"{app.url}/metrics", timeout=10).text
+    return Vitals(
+        _sum(text, "retrieval_pool_connections"),
+        _sum(text, "retrieval_event_loop_tasks"),
+        float(re.findall(r"^retrieval_statements_abandoned (\S+)$", text, re.MULTILINE)[0]),
+        psutil.Process(app.process.pid).num_threads(),
+    )
+
+
+def at_rest(app: LiveApp) -> Vitals:
+    """The vitals once two samples a sampling period apart agree (a search just answered
+    may still hold a task or a connection)."""
+    seen: list[Vitals] = []
+
+    def settled() -> bool:
+        if seen:
+            time.sleep(SAMPLE_S + 0.1)
+        seen.append(vitals(app))
+        return len(seen) > 1 and seen[-1] == seen[-2]
+
+    wait_until(settled, 30, "the web process at rest")
+    return seen[-1]
