@@ -7,9 +7,12 @@ database gauges) talks to Postgres through Django's synchronous connections, and
 server (a paused VM, a stalled disk) answers neither a statement nor a cancel request: a
 request waited as long as the server was frozen. A server-side statement_timeout cannot
 help, the server being what is stopped, and a blocked synchronous call cannot be
-cancelled from its own thread. So one watchdog thread per process holds the statements
-under way; one past its bound has its socket shut down, which wakes the blocked call with
-an error (psycopg's OperationalError: "server closed the connection unexpectedly"). The
+cancelled from its own thread. So one watchdog thread per process holds the round trips
+under way. Past its bound, one is told from a statement that is merely long by a probe: a
+new connection, which a working server takes at once and a frozen one never (creating an
+index at 100,000 listings takes seconds, and must not be cut). If the probe gets no
+answer either, the round trip's socket is shut down, which wakes the blocked call with an
+error (psycopg's OperationalError: "server closed the connection unexpectedly"). The
 connection is left broken, and Django closes it at the request's end. The round trips
 are watched by the project's database backend (searchsite/postgres_backend), and a
 request whose database broke off gets a 503 in plain words (searchsite/errors.py).
@@ -26,29 +29,43 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
+# How long a probe of an overdue round trip's server waits for a new connection (libpq's
+# least connect_timeout).
+PROBE_TIMEOUT_S = 2
+
+
+@dataclass(frozen=True)
+class _Watched:
+    fd: int  # the round trip's socket
+    dsn: str  # where a probe connects, and as whom
+    password: str | None
+    seconds: float
+
 
 class _Watchdog:
-    """The statements under way, by when each must have its answer; one thread breaks
-    off those past it."""
+    """The round trips under way, by when each must have its answer; one thread breaks
+    off those past it, once a probe found the server not answering at all."""
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._due: list[tuple[float, int]] = []  # a heap of (instant, token)
-        self._sockets: dict[int, int] = {}  # token -> the statement's socket's descriptor
+        self._watched: dict[int, _Watched] = {}  # by token, while under way
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def watch(self, fd: int, seconds: float) -> int:
+    def watch(self, watched: _Watched) -> int:
         with self._lock:
             token = next(self._tokens)
-            self._sockets[token] = fd
-            heapq.heappush(self._due, (time.monotonic() + seconds, token))
+            self._watched[token] = watched
+            heapq.heappush(self._due, (time.monotonic() + watched.seconds, token))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="stalled-database", daemon=True
@@ -59,12 +76,12 @@ class _Watchdog:
 
     def done(self, token: int) -> None:
         with self._lock:
-            self._sockets.pop(token, None)
+            self._watched.pop(token, None)
 
     def _run(self) -> None:
         with self._lock:
             while True:
-                while self._due and self._due[0][1] not in self._sockets:
+                while self._due and self._due[0][1] not in self._watched:
                     heapq.heappop(self._due)  # answered in time
                 if not self._due:
                     self._lock.wait()
@@ -74,11 +91,38 @@ class _Watchdog:
                     self._lock.wait(wait)
                     continue
                 heapq.heappop(self._due)
-                _break_off(self._sockets.pop(token))
+                watched = self._watched[token]
+                self._lock.release()  # the probe takes a while; round trips go on meanwhile
+                try:
+                    alive = _answers(watched)
+                finally:
+                    self._lock.acquire()
+                if token not in self._watched:
+                    continue  # answered while the server was probed
+                if alive:  # a long statement, not a stalled server: another bound
+                    heapq.heappush(self._due, (time.monotonic() + watched.seconds, token))
+                else:
+                    _break_off(self._watched.pop(token).fd)
+
+
+def _answers(watched: _Watched) -> bool:
+    """Whether Postgres takes a new connection within the probe's time: a server that
+    does (a backend authenticated it and said it is ready) is working, however long a
+    statement of its takes; a frozen one never does."""
+    try:
+        psycopg.connect(
+            watched.dsn,
+            password=watched.password,
+            connect_timeout=PROBE_TIMEOUT_S,
+            application_name="searchsite-stall-probe",
+        ).close()
+    except psycopg.Error:
+        return False
+    return True
 
 
 def _break_off(fd: int) -> None:
-    logger.warning("Postgres gave no answer within the bound: breaking the connection off")
+    logger.warning("Postgres answers nothing: breaking a round trip's connection off")
     try:
         # A socket object over a duplicate of the descriptor: shutting it down shuts the
         # connection's socket down (both descriptors name it), and closing the duplicate
@@ -86,7 +130,7 @@ def _break_off(fd: int) -> None:
         with socket.socket(fileno=socket.dup(fd)) as sock:
             sock.shutdown(socket.SHUT_RDWR)
     except OSError:
-        pass  # closed meanwhile: the statement has ended
+        pass  # closed meanwhile: the round trip has ended
 
 
 _watchdog = _Watchdog()
@@ -107,7 +151,12 @@ def watched(connection: Any) -> Iterator[None]:
     if not _enabled or connection is None or connection.closed:
         yield
         return
-    token = _watchdog.watch(connection.pgconn.socket, settings.DATABASE_STALL_TIMEOUT_S)
+    info = connection.info
+    token = _watchdog.watch(
+        _Watched(
+            connection.pgconn.socket, info.dsn, info.password, settings.DATABASE_STALL_TIMEOUT_S
+        )
+    )
     try:
         yield
     finally:
