@@ -44,9 +44,12 @@ class IngestionStateCollector(Collector):
             "Quarantined items not yet resolved",
             labels=["kind"],
         )
-        with connection.cursor() as cursor:
-            cursor.execute(_SQL)
-            rows = cursor.fetchall()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_SQL)
+                rows = cursor.fetchall()
+        except DatabaseError:  # the scrape's other figures still count
+            return
         by_state = {(kind, state): count for kind, state, count, _, _ in rows}
         for kind in KINDS:
             for state in BREAKER_STATES:

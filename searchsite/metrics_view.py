@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse
 from django_prometheus.exports import ExportToDjangoView
 from prometheus_client import CollectorRegistry, generate_latest
@@ -47,5 +48,15 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if directory:
         sweep_dead_processes(Path(directory))
     response: HttpResponse = ExportToDjangoView(request)  # django-prometheus is untyped
-    response.write(generate_latest(_state))
+    response.write(_database_figures())
     return response
+
+
+def _database_figures() -> bytes:
+    """The gauges read from Postgres, or none when it cannot be reached: a scrape waits
+    for a connection once (DATABASE_STALL_TIMEOUT_S at most), not once per collector."""
+    try:
+        connection.ensure_connection()
+    except DatabaseError:
+        return b""
+    return generate_latest(_state)

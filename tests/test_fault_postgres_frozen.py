@@ -224,6 +224,7 @@ def test_health_the_editorial_api_and_the_admin_answer_within_their_bound(stack:
             )
         )
         page, page_s = _timed(lambda: editor.get("/admin/ingestion/listing/"))
+        scraped, scraped_s = _timed(lambda: httpx.get(f"{stack.app.url}/metrics", timeout=10))
 
     assert (live.status_code, live_s < 0.5) == (200, True), live_s
     for response, took_s in ((health, health_s), (ready, ready_s)):
@@ -237,6 +238,10 @@ def test_health_the_editorial_api_and_the_admin_answer_within_their_bound(stack:
     assert page.status_code == 503, page.text
     assert page_s <= ANSWERED_WITHIN_S, page_s
     assert "database is not answering" in page.text
+    # The scrape goes without the gauges it reads from Postgres, not without the rest.
+    assert scraped.status_code == 200
+    assert scraped_s <= ANSWERED_WITHIN_S, scraped_s
+    assert "retrieval_pool_connections" in scraped.text
 
     # Thawed, each works again, the record posted while frozen included.
     wait_until(lambda: _ready(stack.app), 30, "readiness after the thaw")
