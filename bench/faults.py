@@ -17,7 +17,7 @@ backend, then SIGCONT): a paused VM or a stalled disk, which refuses nothing and
 nothing. A worker is "killed" in its pool process (SIGKILL) while its main
 process is stopped (SIGSTOP) for the outage, then let go: killing the main process would
 make the supervisor stop everything. Prints the figures docs/reliability.md records: 5xx,
-503, hung, slowest 503, time to serve normally again; the tests (tests/test_fault_*.py)
+503, hung, slowest 503, time to serve normally again; the tests (tests/faults/)
 hold the same scenarios to their properties at a small scale.
 """
 

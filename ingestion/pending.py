@@ -11,7 +11,7 @@ lag read at 100,000 listings, docs/reliability.md). Each candidate is looked up 
 primary key, its vector by one probe of the covering index (migration 0011). The table's
 rows come and go all day, so its statistics are stale more often than not; planned on
 them, a settled table of 1 row looked like 50,000 and the join read both tables whole
-(6,272 buffers, in tests/test_pending_work_plans.py). A generation's backfill marks are
+(6,272 buffers, in tests/ingestion/test_pending_work_plans.py). A generation's backfill marks are
 checked in that generation alone (migrations/0013), so the lag and the other generations'
 claims pass over a build's candidates without a probe."""
 

@@ -26,7 +26,7 @@ WHEN_VALUES = ("upcoming", "past", "any", "today", "this-weekend", "next-7-days"
 DEFAULT_WHEN = "upcoming"
 # The relative dates `from` and `to` accept besides a date or a date-time.
 DATE_SHORTCUTS = ("today", "this-weekend", "next-7-days")
-# Source kinds as ingestion.models.Source.Kind spells them (tests/test_openapi.py keeps
+# Source kinds as ingestion.models.Source.Kind spells them (tests/site/test_openapi.py keeps
 # the two equal), written out so that this module needs no Django models.
 SourceKind = Literal["feed", "calendar", "editorial"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("feed", "calendar", "editorial")

@@ -1,5 +1,5 @@
 """The seams of retrieval. Postgres and Redis implement them; contract tests inject
-implementations that stall, fail or answer at will (tests/test_retrieval_contract.py), and
+implementations that stall, fail or answer at will (tests/retrieval/test_retrieval_contract.py), and
 each seam has one contract suite run against its fake and its real implementation
 (tests/contracts/).
 

@@ -117,7 +117,7 @@ WORKERS = (
 
 def commands(port: int) -> list[tuple[str, list[str], dict[str, str]]]:
     """Each child's name, argv and the environment it adds (docker-compose.yml runs the
-    same: tests/test_compose.py)."""
+    same: tests/site/test_compose.py)."""
     schedule = embedded.run_dir() / "celerybeat-schedule"
     beat = [sys.executable, "-m", "celery", "-A", "searchsite", "beat", "--loglevel=INFO",
             f"--schedule={schedule}"]  # fmt: skip

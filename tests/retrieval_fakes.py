@@ -3,7 +3,7 @@ as behind a lock, or fail, and record what happened to them. No sleeping: a stal
 waits on an event that only cancellation (or, behind a lock, its own timeout) ends.
 
 They keep the seams' contracts as the real implementations do (tests/contracts/), so what
-tests/test_retrieval_contract.py proves with them holds for Postgres and Redis too."""
+tests/retrieval/test_retrieval_contract.py proves with them holds for Postgres and Redis too."""
 
 import asyncio
 import hashlib

@@ -2,7 +2,7 @@
 knows of it, edit it, withdraw or restore it (saying why), merge duplicates.
 
 Every page is a fixed number of queries however many rows it shows
-(tests/test_admin_listings.py pins them)."""
+(tests/admin/test_admin_listings.py pins them)."""
 
 from collections.abc import Iterable
 from typing import Any

@@ -16,7 +16,7 @@ Where the names come from:
     which give each Windows zone's display name (Windows 10's of about 2016), as
     google-cloud-sdk 528.0.0 keeps them (Apache-2.0): each "# (UTC...) name" comment of
     IANA_TO_WINDOWS in googlecloudsdk/core/util/times_data.py, with the Windows id of
-    the entries under it. tests/test_calendar_parser.py re-derives it where that is.
+    the entries under it. tests/ingestion/test_calendar_parser.py re-derives it where that is.
   - `NAMES_BY_HAND`: what that copy lacks, typed by hand from the names Windows 10 and 11
     show (`tzutil /l`), not checked against a file: "(UTC-08:00) Baja California",
     whose id that copy lost, the zones Windows added after 2016, and the names it

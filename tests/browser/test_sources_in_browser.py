@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from ingestion.models import Poll, Source
 from tests import ops_personas
+from tests.admin.test_admin_sources import break_down
 from tests.browser.conftest import DESKTOP, PHONE
 from tests.browser.pages import log_in_to
 from tests.live_app import LiveApp
-from tests.test_admin_sources import break_down
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, ViewportSize

@@ -18,7 +18,7 @@ from evaluation.sweep import NotLoopbackError
 
 # The benches import each other as top-level modules (each is run as a script from bench/);
 # appended, so no bench module can shadow a package of the project.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from openloop import Connections, Record, Run, Schedule, run, summarise
 
 Handler = Callable[[int], Awaitable[None]]  # told each request's number, returns to answer

@@ -1,5 +1,5 @@
 """The search API end to end on real Postgres, pgvector, Valkey and the real model (the
-page: tests/test_search_page.py)."""
+page: tests/retrieval/test_search_page.py)."""
 
 import re
 

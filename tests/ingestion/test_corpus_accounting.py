@@ -36,10 +36,10 @@ from tests.conftest import SHARED_DATA
 if not SHARED_DATA.is_dir():
     pytest.skip(f"shared corpora not found at {SHARED_DATA}", allow_module_level=True)
 
-from tests.test_calendar_corpus import CALENDARS
-from tests.test_calendar_corpus import FILES as CALENDAR_FILES
-from tests.test_feed_corpus import CORPORA as FEED_CORPORA
-from tests.test_feed_corpus import FEEDS, corpus_inputs, expected_rejection
+from tests.ingestion.test_calendar_corpus import CALENDARS
+from tests.ingestion.test_calendar_corpus import FILES as CALENDAR_FILES
+from tests.ingestion.test_feed_corpus import CORPORA as FEED_CORPORA
+from tests.ingestion.test_feed_corpus import FEEDS, corpus_inputs, expected_rejection
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 FEED_FILES = [path for corpus in FEED_CORPORA for path in corpus_inputs(corpus)]

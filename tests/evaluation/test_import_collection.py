@@ -15,8 +15,8 @@ from evaluation.models import EvaluationSet
 from ingestion import generations
 from ingestion.models import Audience, Listing, ListingEmbedding, Source
 from tests.conftest import first_search_answered
+from tests.evaluation.test_collections import beir, cranfield, write
 from tests.search_fixtures import index_listings, search_json
-from tests.test_collections import beir, cranfield, write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """An ingestion worker killed in the middle of a batch, under search load (issue 12, item
-3; without load: tests/test_worker_kill.py): the batch is redelivered and applied once,
+3; without load: tests/ingestion/test_worker_kill.py): the batch is redelivered and applied once,
 nothing lost or duplicated, and every search meanwhile answers truthfully, no 5xx.
 
 The app and the worker use a Valkey of the test's own."""

@@ -1,5 +1,5 @@
 """The embeddings table locked under load (issue 12, item 3; one search at a time:
-tests/test_search_under_lock.py): every search still answers in time from lexical
+tests/retrieval/test_search_under_lock.py): every search still answers in time from lexical
 results, says why, and no vector statement outlives its budget by more than 20 ms in
 `pg_stat_activity`, however many are in flight.
 

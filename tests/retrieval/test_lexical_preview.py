@@ -6,8 +6,8 @@ import asyncio
 
 from retrieval.hybrid import hybrid_search
 from retrieval.types import Candidate, Mode
+from tests.retrieval.test_retrieval_contract import QUERY, deadline
 from tests.retrieval_fakes import FixedLexical, FixedVector, dependencies
-from tests.test_retrieval_contract import QUERY, deadline
 
 
 async def test_it_is_told_the_lexical_candidates_while_the_vector_stage_still_runs() -> None:

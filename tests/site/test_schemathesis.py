@@ -32,7 +32,7 @@ from ingestion.tokens import create_token
 from searchsite.openapi import openapi_document
 from tests.conftest import wait_until
 from tests.search_fixtures import index_listings
-from tests.test_openapi import every_query_parameter
+from tests.site.test_openapi import every_query_parameter
 
 if TYPE_CHECKING:  # imported by pytest_plugins, which must come first to rewrite its asserts
     from tests.live_app import LiveApp

@@ -17,8 +17,8 @@ from evaluation.models import EvaluationRun, EvaluationSet
 from evaluation.runs import evaluate
 from ingestion.models import Listing
 from tests.conftest import wait_until
+from tests.evaluation.test_collections import write
 from tests.scraping import scrape_sync
-from tests.test_collections import write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,10 +14,10 @@ from pytest_django import DjangoAssertNumQueries
 
 from ingestion.models import Poll, Source
 from ingestion.scheduling import claim_due_sources
+from tests.admin.test_admin_quarantine import _queued as queued
+from tests.admin.test_admin_quarantine import empty_ingestion_queue
 from tests.admin_pages import EDITORS, OPS, client_of
 from tests.factories import source
-from tests.test_admin_quarantine import _queued as queued
-from tests.test_admin_quarantine import empty_ingestion_queue
 
 __all__ = ["empty_ingestion_queue"]  # a fixture, used by name
 

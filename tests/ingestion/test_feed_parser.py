@@ -23,7 +23,7 @@ from ingestion.parsers.feed import (
     parse_feed,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "feeds"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "feeds"
 EV_NS = 'xmlns:ev="http://purl.org/rss/1.0/modules/event/"'
 XCAL_NS = 'xmlns:xCal="urn:ietf:params:xml:ns:xcal"'
 

@@ -161,7 +161,7 @@ async def test_breaker_open_the_shared_breaker_opened_by_failures(
     async_client: AsyncClient, warmed_up: None, settings: Settings
 ) -> None:
     # The breaker every process shares, opened as failing searches open it (in another
-    # process too: tests/test_search_resilience.py).
+    # process too: tests/retrieval/test_search_resilience.py).
     breaker = service.vector_breaker()
     for _ in range(settings.VECTOR_BREAKER_MIN_CALLS):
         breaker.record(failed=True)
@@ -231,7 +231,7 @@ async def test_lexical_timeout_the_vocabulary_locked(
     # correction and waits there; the vector stage never reads the vocabulary. A
     # materialized view cannot be LOCKed, but renaming one holds ACCESS EXCLUSIVE until
     # the rollback undoes it. (Both tables locked, the 503 also counts lexical_timeout:
-    # tests/test_metrics_exported.py.)
+    # tests/ops/test_metrics_exported.py.)
     rename = "ALTER MATERIALIZED VIEW retrieval_vocabulary RENAME TO held"
     async with held_by(test_database_url, rename):
         body = await _answered(
