@@ -39,7 +39,7 @@ from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query import parse_query
 from retrieval.query_embedder import OnnxQueryEmbedder
-from retrieval.service import searchable_generation
+from retrieval.service import searchable_generation_id
 from retrieval.types import (
     DEFAULT_FILTERS,
     CachedRanking,
@@ -158,7 +158,7 @@ class EvaluationSearch:
         # The cache paths serve what the hybrid search of the same query ranked.
         needs_hybrid = bool({CACHE_FALLBACK, CACHE_WITHOUT_MERGE} & set(wanted))
         order = [p for p in ALL_PATHS if p in wanted or (p == HYBRID and needs_hybrid)]
-        generation = await searchable_generation(self.generations, self._deadline().end)
+        generation = await searchable_generation_id(self._deadline().end, self.generations)
         if generation is None:
             raise NoEvaluationGenerationError(
                 "no active evaluation generation of this embedding model: import a collection"
@@ -223,7 +223,7 @@ class EvaluationSearch:
             vector=vector,
             embedder=self.embedder,
             cache=cache or _MemoryCache(),
-            active_generation=_fixed(generation),
+            searchable_generation_id=_fixed(generation),
             breaker=_AlwaysClosed(),
             admission=AdmissionLimit(1),
             warm=no_warming,

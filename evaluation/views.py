@@ -42,7 +42,7 @@ from retrieval.hybrid import Dependencies, NoAnswerError
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_statement import fetch_with_local_settings
 from retrieval.query import BadQueryError, parse_query
-from retrieval.service import budget_policy, dependencies, searchable_generation
+from retrieval.service import budget_policy, dependencies, searchable_generation_id
 from retrieval.types import Reason, StageTimeoutError
 from retrieval.views import answer, bad_request, outcome_json, timings_json, unavailable
 
@@ -108,7 +108,7 @@ def _generation_of(audience: str) -> Callable[[Deadline], Awaitable[int | None]]
     lookup = _generations.setdefault(audience, GenerationLookup(audience))
 
     async def active(deadline: Deadline) -> int | None:
-        return await searchable_generation(lookup, deadline)
+        return await searchable_generation_id(deadline, lookup)
 
     return active
 
@@ -119,7 +119,7 @@ def _dependencies(audience: str) -> Dependencies:
     return replace(
         dependencies(),
         lexical=PgLexicalIndex(audience),
-        active_generation=_generation_of(audience),
+        searchable_generation_id=_generation_of(audience),
         breaker=vector_gate(),
         warm=no_warming,
     )

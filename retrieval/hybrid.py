@@ -65,7 +65,7 @@ class Dependencies:
     vector: VectorIndex
     embedder: QueryEmbedder
     cache: ResultCache
-    active_generation: Callable[[Deadline], Awaitable[int | None]]
+    searchable_generation_id: Callable[[Deadline], Awaitable[int | None]]
     breaker: VectorBreaker
     admission: Admission
     warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
@@ -170,7 +170,7 @@ async def hybrid_search(
     vector_task: asyncio.Task[list[Candidate]] | None = None
     stage: _VectorStage | None = None
     try:
-        generation = await _active_generation(deps, deadline, reasons)
+        generation = await _searchable_generation_id(deps, deadline, reasons)
         if generation is None:
             pass  # the reason is recorded
         elif deadline.vector is None:
@@ -243,7 +243,7 @@ def _time_stage(
     task.add_done_callback(done)
 
 
-async def _active_generation(
+async def _searchable_generation_id(
     deps: Dependencies, deadline: SearchDeadline, reasons: list[Reason]
 ) -> int | None:
     """The generation to search, or None with the reason why not: there is none the
@@ -251,7 +251,7 @@ async def _active_generation(
     lookup waits for a pool connection: on a loaded machine past 40 ms), or the database
     could not say."""
     try:
-        generation = await deps.active_generation(deadline.vector or deadline.stages)
+        generation = await deps.searchable_generation_id(deadline.vector or deadline.stages)
     except (TimeoutError, StageTimeoutError):
         reasons.append(Reason.VECTOR_TIMEOUT)
         return None

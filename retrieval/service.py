@@ -24,20 +24,19 @@ from retrieval.warming import schedule_warming_unless
 _generations = GenerationLookup()
 
 
-async def searchable_generation(lookup: GenerationLookup, deadline: Deadline) -> int | None:
-    """The active generation `lookup` finds, if this process's embedder can search it."""
+async def searchable_generation_id(
+    deadline: Deadline, lookup: GenerationLookup = _generations
+) -> int | None:
+    """The id of the active generation `lookup` finds (the public one's by default), if
+    this process's embedder can search it. (The generation row itself is
+    `ingestion.generations.active_generation`'s.)"""
     active = await lookup.active(deadline)
     if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
         return None
     return active.id
 
 
-async def active_generation(deadline: Deadline) -> int | None:
-    """The active public generation, if this process's embedder can search it."""
-    return await searchable_generation(_generations, deadline)
-
-
-def forget_active_generation() -> None:
+def forget_searchable_generation() -> None:
     _generations.forget()
 
 
@@ -76,7 +75,7 @@ def dependencies() -> Dependencies:
         vector=PgVectorIndex(),
         embedder=OnnxQueryEmbedder(),
         cache=RedisResultCache(settings.SEARCH_CACHE_REWRITE_S),
-        active_generation=active_generation,
+        searchable_generation_id=searchable_generation_id,
         breaker=vector_gate(),
         admission=AdmissionLimit(settings.SEARCH_MAX_VECTOR_IN_FLIGHT),
         # Warming is work a process turning searches away can go without, and bounded.

@@ -194,7 +194,7 @@ def _fresh_search_state() -> None:
     # First: forgetting the wiring hands the last test's pending breaker outcomes to
     # Redis, which must then be cleared with the rest.
     service.forget_wiring()
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     embedding_lag.latest.forget()  # read afresh, not as of the last test's database
     redis = get_redis()
     for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
@@ -223,7 +223,7 @@ async def indexed_listings() -> AsyncIterator[None]:
     await sync_to_async(index_listings)()
     await get_pool()
     yield
-    service.forget_active_generation()
+    service.forget_searchable_generation()
 
 
 @pytest.fixture

@@ -192,7 +192,7 @@ def dependencies(
         vector=vector,
         embedder=TextSeededEmbedder(),
         cache=cache or MemoryCache(),
-        active_generation=active,
+        searchable_generation_id=active,
         breaker=breaker or FixedBreaker(),
         admission=slots or AdmissionLimit(10),
         warm=warm or WarmRecorder(),

@@ -40,7 +40,7 @@ def index_listings() -> None:
             )
     while embed_pending_batch():
         pass
-    service.forget_active_generation()
+    service.forget_searchable_generation()
 
 
 async def search_json(client: AsyncClient, **params: str) -> dict[str, Any]:

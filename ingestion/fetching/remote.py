@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import httpx
 
 from ingestion.fetching.outcomes import FetchError, FetchResult
-from ingestion.fetching.transport import Deadline, VettingBackend, VettingTransport
+from ingestion.fetching.transport import FetchDeadline, VettingBackend, VettingTransport
 
 USER_AGENT = "searchsite-fetcher/0.1 (listings ingestion)"
 MAX_REDIRECTS = 5
@@ -32,7 +32,7 @@ def fetch_url(
 ) -> FetchResult:
     """GET `url`, following up to MAX_REDIRECTS redirects; raises FetchError on failure."""
     started = time.monotonic()
-    deadline = Deadline(total_timeout_s)
+    deadline = FetchDeadline(total_timeout_s)
     target = _http_url(url)
     headers = {"User-Agent": USER_AGENT}
     if etag:
@@ -123,7 +123,7 @@ def _capped_body(response: httpx.Response, max_bytes: int) -> bytes:
 
 
 @contextmanager
-def _as_fetch_errors(deadline: Deadline, total_timeout_s: float) -> Iterator[None]:
+def _as_fetch_errors(deadline: FetchDeadline, total_timeout_s: float) -> Iterator[None]:
     try:
         yield
     except httpx.TimeoutException as exc:

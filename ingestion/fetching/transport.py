@@ -16,7 +16,7 @@ the fetch's deadline, whatever httpx asked for.
 import functools
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import httpcore
 import httpx
@@ -24,23 +24,27 @@ import httpx
 from ingestion.fetching.addresses import vetted_addresses
 
 
-class Deadline:
-    def __init__(self, seconds: float) -> None:
-        self._at = time.monotonic() + seconds
+class FetchDeadline:
+    """One fetch's total time, which every connect, read and write of it shares; its
+    clock is injectable, so a test moves time instead of waiting."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._at = clock() + seconds
 
     def expired(self) -> bool:
-        return time.monotonic() >= self._at
+        return self._clock() >= self._at
 
     def bound(self, timeout: float | None, on_expiry: type[httpcore.TimeoutException]) -> float:
         """`timeout` shortened to what is left; raises `on_expiry` when nothing is."""
-        remaining = self._at - time.monotonic()
+        remaining = self._at - self._clock()
         if remaining <= 0:
             raise on_expiry("the total deadline has passed")
         return remaining if timeout is None else min(timeout, remaining)
 
 
 class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream, deadline: Deadline) -> None:
+    def __init__(self, inner: httpcore.NetworkStream, deadline: FetchDeadline) -> None:
         self._inner = inner
         self._deadline = deadline
 
@@ -70,7 +74,7 @@ class _DeadlineStream(httpcore.NetworkStream):
 class VettingBackend(httpcore.NetworkBackend):
     """Resolves, vets and connects in one step (see the module docstring)."""
 
-    def __init__(self, *, allow_private: bool, deadline: Deadline) -> None:
+    def __init__(self, *, allow_private: bool, deadline: FetchDeadline) -> None:
         self._allow_private = allow_private
         self._deadline = deadline
         self._sockets = httpcore.SyncBackend()

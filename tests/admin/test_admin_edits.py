@@ -52,7 +52,7 @@ def _index(titles: list[str]) -> list[Listing]:
             apply_draft(feed, item, timezone.now())
     while embed_pending_batch():
         pass
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     return list(Listing.objects.order_by("pk"))
 
 

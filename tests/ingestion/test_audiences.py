@@ -58,7 +58,7 @@ def _public_and_judged() -> tuple[Listing, IndexGeneration, IndexGeneration]:
     while embed_pending_batch():
         pass
     vocabulary.refresh()
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     assert public is not None
     return judged, public, judged_generation
 

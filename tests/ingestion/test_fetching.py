@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import pytest
 
 from ingestion.fetching import FetchError, FetchResult, check_address, fetch_url, read_local
 from ingestion.fetching import addresses as addresses_module
 from ingestion.fetching.addresses import vetted_addresses
 from ingestion.fetching.remote import USER_AGENT
+from ingestion.fetching.transport import FetchDeadline
 
 REAL_GETADDRINFO = socket.getaddrinfo
 ETAG = '"v1"'
@@ -588,3 +590,17 @@ def test_local_sources_that_cannot_be_read_are_permanent_errors(tmp_path: Path) 
             read_local(source, max_bytes=1000)
         assert raised.value.reason.startswith(reason), source
         assert raised.value.permanent
+
+
+def test_a_fetch_s_deadline_shortens_each_wait_to_what_is_left_on_its_clock() -> None:
+    now = [100.0]
+    deadline = FetchDeadline(2.0, clock=lambda: now[0])
+    assert deadline.bound(5.0, httpcore.ReadTimeout) == 2.0
+    now[0] = 101.5
+    assert deadline.bound(None, httpcore.ReadTimeout) == 0.5
+    assert deadline.bound(0.2, httpcore.ReadTimeout) == 0.2
+    assert not deadline.expired()
+    now[0] = 102.0
+    assert deadline.expired()
+    with pytest.raises(httpcore.ConnectTimeout):
+        deadline.bound(1.0, httpcore.ConnectTimeout)

@@ -92,7 +92,7 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     TypeAdapter(SearchBody).validate_python(body)  # the documented schema admits it
 
     await sync_to_async(_new_active_generation)()
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     async with embeddings_locked(test_database_url):
         body = await search_json(async_client, q="jazz night")
     assert body["mode"] == "lexical_fallback"

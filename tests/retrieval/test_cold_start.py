@@ -63,7 +63,7 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
     settings.SEARCH_POOL_SIZE = 5
     await sync_to_async(index_listings)()
     await sync_to_async(cold_start.mark_warmed_up)()  # the stack warmed by bootstrap
-    generation = await service.active_generation(Deadline.after(5000))
+    generation = await service.searchable_generation_id(Deadline.after(5000))
     assert generation is not None
     warmed_key = cache_key(parse_query(cold_start.WARM_UP_QUERIES[0], None), generation)
     assert not get_redis().exists(warmed_key)

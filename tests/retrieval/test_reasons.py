@@ -194,7 +194,7 @@ async def test_no_generation_none_active(async_client: AsyncClient, warmed_up: N
     await sync_to_async(IndexGeneration.objects.filter(state=IndexGeneration.State.ACTIVE).update)(
         state=IndexGeneration.State.READY
     )
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     before = await scrape(async_client)
 
     body = await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.NO_GENERATION, "jazz")
@@ -208,7 +208,7 @@ async def test_database_error_the_generation_lookup_errs(
 ) -> None:
     # A lookup that errs is not "no generation": the database could not say.
     async with _table_renamed(test_database_url, "ingestion_indexgeneration"):
-        service.forget_active_generation()  # the warm-up's answer is still fresh
+        service.forget_searchable_generation()  # the warm-up's answer is still fresh
         body = await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.DATABASE_ERROR, "jazz")
     assert body["index_generation"] is None
 

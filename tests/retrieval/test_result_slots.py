@@ -50,7 +50,7 @@ def _listings_with_withdrawn_nearest() -> dict[str, int]:
     while embed_pending_batch():
         pass
     Listing.objects.filter(title__in=WITHDRAWN_JAZZ).update(status=Listing.Status.WITHDRAWN)
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     return dict(Listing.objects.values_list("title", "pk"))
 
 

@@ -84,7 +84,7 @@ async def test_a_generation_lookup_that_errs_is_a_database_error_not_no_generati
         raise psycopg.OperationalError("the server closed the connection")
 
     deps = dataclasses.replace(
-        dependencies(FixedLexical([1]), FixedVector([2])), active_generation=failing_lookup
+        dependencies(FixedLexical([1]), FixedVector([2])), searchable_generation_id=failing_lookup
     )
     outcome = await hybrid_search(QUERY, deadline(), deps)
     assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.DATABASE_ERROR])
@@ -98,7 +98,7 @@ async def test_a_generation_lookup_out_of_budget_is_a_vector_timeout_not_a_datab
         return 1
 
     deps = dataclasses.replace(
-        dependencies(FixedLexical([1]), FixedVector([2])), active_generation=stalled_lookup
+        dependencies(FixedLexical([1]), FixedVector([2])), searchable_generation_id=stalled_lookup
     )
     outcome = await hybrid_search(QUERY, deadline(), deps)
     assert (outcome.mode, outcome.reasons) == (Mode.LEXICAL_FALLBACK, [Reason.VECTOR_TIMEOUT])

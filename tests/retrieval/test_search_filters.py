@@ -98,7 +98,7 @@ async def listed(async_client: AsyncClient) -> AsyncIterator[dict[str, int]]:
     await get_pool()
     await first_search_answered(async_client)
     yield ids
-    service.forget_active_generation()
+    service.forget_searchable_generation()
 
 
 def _ids(body: dict[str, Any], ids: dict[str, int]) -> set[str]:
@@ -117,7 +117,7 @@ async def test_a_search_without_dates_never_returns_an_ended_event(
 
 async def test_ended_events_are_not_even_vector_candidates(listed: dict[str, int]) -> None:
     embedding = np.asarray(get_embedder().embed_query(f"{WORD} recital"), dtype=np.float32)
-    generation = await service.active_generation(Deadline.after(1000))
+    generation = await service.searchable_generation_id(Deadline.after(1000))
     assert generation is not None
     found = await PgVectorIndex().search(embedding, generation, 50, Deadline.after(1000))
     assert listed["past"] not in {c.listing_id for c in found}
@@ -142,7 +142,7 @@ async def test_a_cached_ranking_never_shows_an_event_that_ended_since(
     query = f"{WORD} recital"
     await search_json(async_client, q=query, timeout_ms="1000")
     await writes_done()
-    generation = await service.active_generation(Deadline.after(1000))
+    generation = await service.searchable_generation_id(Deadline.after(1000))
     assert generation is not None
     raw = get_redis().get(cache_key(parse_query(query, None), generation))
     assert raw is not None
@@ -185,7 +185,7 @@ async def test_a_selective_filter_still_fills_the_vector_stage(listed: dict[str,
     """One listing in six passes: a scan of the nearest few would find none of the rest;
     the stage still returns every listing that passes, nearest first."""
     embedding = np.asarray(get_embedder().embed_query("pottery"), dtype=np.float32)
-    generation = await service.active_generation(Deadline.after(1000))
+    generation = await service.searchable_generation_id(Deadline.after(1000))
     assert generation is not None
     filters = SearchFilters(venue="cafe oto")
     found = await PgVectorIndex().search(embedding, generation, 5, Deadline.after(1000), filters)
@@ -211,7 +211,7 @@ def index_scans_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.usefixtures("index_scans_only")
 async def test_the_index_scan_reads_on_to_what_passes_the_filter(listed: dict[str, int]) -> None:
     embedding = np.asarray(get_embedder().embed_query("pottery"), dtype=np.float32)
-    generation = await service.active_generation(Deadline.after(1000))
+    generation = await service.searchable_generation_id(Deadline.after(1000))
     assert generation is not None
     by_venue = await PgVectorIndex().search(
         embedding, generation, 5, Deadline.after(1000), SearchFilters(venue="cafe oto")

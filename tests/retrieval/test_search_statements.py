@@ -64,7 +64,7 @@ async def test_one_search_sends_a_fixed_set_of_statements(
 async def test_the_active_generation_is_asked_once_a_second_not_once_a_search(
     async_client: AsyncClient, statements: Counter[str]
 ) -> None:
-    service.forget_active_generation()
+    service.forget_searchable_generation()
     statements.clear()
     for _ in range(3):
         assert (await search_json(async_client, q="jazz", timeout_ms="2000"))["mode"] == "hybrid"

@@ -74,7 +74,7 @@ async def _warming_idle(url: str) -> bool:
 
 async def _job_for(query_text: str) -> str:
     """A warming job for `query_text` as a timeout schedules it, run here, not queued."""
-    generation = await service.active_generation(Deadline.after(5000))
+    generation = await service.searchable_generation_id(Deadline.after(5000))
     assert generation is not None
     key = cache_key(parse_query(query_text, None), generation)
     await schedule_warming(key, parse_query(query_text, None))
