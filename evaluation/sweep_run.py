@@ -61,6 +61,7 @@ from evaluation.views import BREAKER_KEY
 from ingestion import generations
 from ingestion.models import ApiToken, ListingEmbedding
 from ingestion.tokens import create_token
+from resilience import redis_keys
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import get_redis
 
@@ -264,8 +265,8 @@ async def _ask(
 
 
 def cached_rankings_pattern(generation: int) -> str:
-    """The keys of `generation`'s cached rankings (retrieval.cache.cache_key's format)."""
-    return f"searchsite:results:v1:g{generation}:*"
+    """The keys of `generation`'s cached rankings."""
+    return redis_keys.cached_rankings_of(generation)
 
 
 def fresh_start(generation: int | None, sleep: Callable[[float], None] = time.sleep) -> None:

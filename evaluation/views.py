@@ -31,6 +31,7 @@ from psycopg_pool import PoolTimeout
 
 from evaluation.paths import MAX_QUERY_CHARS, UNBOUNDED, no_warming
 from ingestion.tokens import digest
+from resilience import redis_keys
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
@@ -50,7 +51,7 @@ from retrieval.views import answer, bad_request, outcome_json, timings_json, una
 # deadline, which `evaluate` and the sweep's reference run use.
 MAX_OVERRIDE_MS = UNBOUNDED.objective_ms
 # Under the pattern the tests (and operators) clear with the public breaker's key.
-BREAKER_KEY = "searchsite:breaker:evaluation-vector"
+BREAKER_KEY = redis_keys.EVALUATION_BREAKER
 
 # Every statement of this API opens with it (retrieval.pg_statement.fetch_with_local_settings).
 EVALUATION_TAG = "searchsite:evaluation"

@@ -12,12 +12,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from ingestion import generations, indexing, polling, scheduling
+from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
 logger = logging.getLogger(__name__)
 # Set while an embedding sweep is queued and not yet started (schedule_embedding); whoever
 # purges the queues must drop it too, or no sweep is queued until it expires.
-EMBED_SCHEDULED_KEY = "searchsite:embed-scheduled"
+EMBED_SCHEDULED_KEY = redis_keys.EMBED_SCHEDULED
 
 # A task that could not reach Postgres changed nothing (a batch is one transaction, and
 # applying it again changes nothing either), so it is retried until Postgres is back

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from resilience import redis_keys
 from retrieval.deadline import Deadline
 from retrieval.types import CachedRanking, Query
 
@@ -38,7 +39,7 @@ def cache_key(query: Query, generation: int) -> str:
     # another ranking. (The page is not: every page is a slice of the one ranking.)
     asked = f"{query.normalised}\x00{query.filters.key}"
     digest = hashlib.sha256(asked.encode()).hexdigest()[:32]
-    return f"searchsite:results:v1:g{generation}:k{query.k}:{digest}"
+    return redis_keys.cached_ranking(generation, query.k, digest)
 
 
 def async_redis() -> aioredis.Redis:

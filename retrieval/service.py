@@ -5,6 +5,7 @@ from functools import cache
 from django.conf import settings
 
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from resilience import redis_keys
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
@@ -53,9 +54,7 @@ def budget_policy() -> BudgetPolicy:
 @cache
 def vector_breaker() -> SharedBreaker:
     client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
-    return SharedBreaker(
-        client, "searchsite:breaker:vector", policy_from_settings("VECTOR_BREAKER")
-    )
+    return SharedBreaker(client, redis_keys.VECTOR_BREAKER, policy_from_settings("VECTOR_BREAKER"))
 
 
 @cache

@@ -16,6 +16,7 @@ import dataclasses
 from django.conf import settings
 from psycopg.errors import LockNotAvailable
 
+from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.cache import RedisResultCache
@@ -26,7 +27,7 @@ from retrieval.pg import WARMING_CONNECTIONS, connections_named
 from retrieval.pg_statement import fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
-from retrieval.warming import job_key, load_job, release
+from retrieval.warming import load_job, release
 
 # A stalled table is usually locked for seconds (a migration, a rebuild): a warming
 # search behind it would hold its worker for its whole budget, one distinct query after
@@ -67,7 +68,7 @@ tasks_loop = KeptLoop("warming-loop")
 
 
 def warm(key: str) -> str:
-    query = load_job(get_redis().get(job_key(key)))
+    query = load_job(get_redis().get(redis_keys.warming_job(key)))
     if query is None:
         metrics.WARMING.labels(event="failed").inc()
         return "expired"

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from celery import current_app
 from redis.exceptions import RedisError
 
+from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from resilience.token_bucket import TokenBucket
 from retrieval import metrics
@@ -43,7 +44,7 @@ MAX_QUEUED = 20
 # each other, in any number of processes, cannot all see room for one. A reservation whose
 # publisher died before giving it back stops counting after this long.
 RESERVATION_TTL_MS = 5000
-RESERVATIONS = "searchsite:warming-reservations"
+RESERVATIONS = redis_keys.WARMING_RESERVATIONS
 _RESERVE = """
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -57,14 +58,6 @@ return 1
 """
 
 WarmScheduler = Callable[[str, Query], Awaitable[None]]
-
-
-def _dedup_key(key: str) -> str:
-    return f"searchsite:warming:{key}"
-
-
-def job_key(key: str) -> str:
-    return f"searchsite:warm-job:{key}"
 
 
 async def schedule_warming(key: str, query: Query) -> None:
@@ -87,11 +80,11 @@ async def schedule_warming(key: str, query: Query) -> None:
 
 
 async def _publish(client: aioredis.Redis, key: str, query: Query) -> None:
-    first = await client.set(_dedup_key(key), "1", nx=True, ex=DEDUP_TTL_S)
+    first = await client.set(redis_keys.warming_scheduled(key), "1", nx=True, ex=DEDUP_TTL_S)
     if not first:
         metrics.WARMING.labels(event="deduplicated").inc()
         return
-    await client.set(job_key(key), job_payload(query), ex=JOB_TTL_S)
+    await client.set(redis_keys.warming_job(key), job_payload(query), ex=JOB_TTL_S)
     # Publishing is a blocking socket write; keep it off the event loop.
     # By name: services never import tasks. `current_app` is the project's app
     # (searchsite/celery.py): Celery's Django fix-up makes it every thread's default.
@@ -127,7 +120,7 @@ def schedule_warming_unless(skip: Callable[[], bool], rate: TokenBucket) -> Warm
 def release(key: str) -> None:
     """Forget that `key` is being warmed: the worker dropped its job, and the next
     timeout on it may schedule it again."""
-    get_redis().delete(_dedup_key(key))
+    get_redis().delete(redis_keys.warming_scheduled(key))
 
 
 def job_payload(query: Query) -> str:

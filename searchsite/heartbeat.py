@@ -10,9 +10,10 @@ import redis
 from celery import bootsteps
 from django.conf import settings
 
+from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
-HEARTBEAT_KEY = "searchsite:worker-heartbeats"
+HEARTBEAT_KEY = redis_keys.WORKER_HEARTBEATS
 
 
 def beat(client: redis.Redis, hostname: str, now: float | None = None) -> None:
