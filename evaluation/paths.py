@@ -30,7 +30,7 @@ import numpy.typing as npt
 from retrieval import metrics
 from retrieval.admission import AdmissionLimit
 from retrieval.cache import cache_key
-from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
+from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies, NoAnswerError, hybrid_search, writes_done
 from retrieval.hydrate import hydrate
@@ -245,7 +245,7 @@ class EvaluationSearch:
         return [view.id for view in shown]
 
     def _deadline(self) -> SearchDeadline:
-        return SearchDeadline.start(plan_budgets(self.policy, caller_timeout_ms=None))
+        return SearchDeadline.planned(self.policy)
 
 
 def _fixed(generation: int) -> Callable[[Deadline], Awaitable[int | None]]:

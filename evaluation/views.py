@@ -37,7 +37,7 @@ from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
 from retrieval import metrics
 from retrieval.breaker_gate import BreakerGate
-from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
+from retrieval.deadline import Deadline, SearchDeadline
 from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies, NoAnswerError
 from retrieval.pg_lexical import PgLexicalIndex
@@ -154,7 +154,7 @@ def _budgets(request: HttpRequest) -> SearchDeadline:
         objective_ms=overrides.get("deadline_ms", policy.objective_ms),
         vector_budget_ms=overrides.get("vector_budget_ms", policy.vector_budget_ms),
     )
-    return SearchDeadline.start(plan_budgets(policy, caller_timeout_ms=None))
+    return SearchDeadline.planned(policy)
 
 
 async def _documents(source_id: int, listing_ids: list[int]) -> list[str]:

@@ -72,6 +72,19 @@ class SearchDeadline:
         return (self.end.clock() - self.started_at) * 1000
 
     @classmethod
+    def planned(
+        cls,
+        policy: BudgetPolicy,
+        *,
+        caller_timeout_ms: float | None = None,
+        arrived_at: float | None = None,
+    ) -> Self:
+        """A request's deadline, the one way every caller makes it: the policy's budgets
+        for this caller (`plan_budgets`), counted from its arrival."""
+        budgets = plan_budgets(policy, caller_timeout_ms=caller_timeout_ms)
+        return cls.start(budgets, arrived_at=arrived_at)
+
+    @classmethod
     def start(
         cls, budgets: Budgets, clock: Clock = time.monotonic, arrived_at: float | None = None
     ) -> Self:

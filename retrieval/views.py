@@ -28,7 +28,7 @@ from retrieval.api_types import (
     Stage,
     UnavailableBody,
 )
-from retrieval.deadline import Deadline, SearchDeadline, parse_caller_timeout, plan_budgets
+from retrieval.deadline import Deadline, SearchDeadline, parse_caller_timeout
 from retrieval.filters import parse_filters, site_zone
 from retrieval.hybrid import (
     CallerDeadlineError,
@@ -77,8 +77,9 @@ def request_deadline(request: HttpRequest, caller_timeout_ms: float | None) -> S
     """The request's one deadline, counted from its arrival (retrieval/arrival.py): every
     part of its search runs by it, and so does the page's preview."""
     scope = getattr(request, "scope", {})  # an ASGI request's; a WSGI one arrived now
-    return SearchDeadline.start(
-        plan_budgets(budget_policy(), caller_timeout_ms=caller_timeout_ms),
+    return SearchDeadline.planned(
+        budget_policy(),
+        caller_timeout_ms=caller_timeout_ms,
         arrived_at=scope.get(arrival.SCOPE_KEY),
     )
 

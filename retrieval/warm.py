@@ -20,7 +20,7 @@ from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.cache import RedisResultCache
-from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
+from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.hybrid import hybrid_search, writes_done
 from retrieval.kept_loop import KeptLoop
 from retrieval.pg import WARMING_CONNECTIONS, connections_named
@@ -124,7 +124,7 @@ async def search_unaccounted(query: Query) -> Mode:
         vector_budget_ms=budget,
         min_vector_ms=0,
     )
-    deadline = SearchDeadline.start(plan_budgets(policy, caller_timeout_ms=None))
+    deadline = SearchDeadline.planned(policy)
     try:
         return (await hybrid_search(query, deadline, deps)).mode
     finally:

@@ -166,3 +166,14 @@ def test_a_search_deadline_counts_its_instants_and_its_age_from_one_start() -> N
     clock.advance_ms(40)
     assert deadline.elapsed_ms() == pytest.approx(40)
     assert deadline.end.remaining_ms() == pytest.approx(760)
+
+
+def test_a_planned_deadline_is_the_caller_s_budgets_counted_from_arrival() -> None:
+    arrived_at = time.monotonic() - 0.010  # queued for 10 ms before anyone looked
+    deadline = SearchDeadline.planned(POLICY, caller_timeout_ms=600, arrived_at=arrived_at)
+    budgets = plan_budgets(POLICY, caller_timeout_ms=600)
+    assert deadline.caller_limited
+    assert deadline.end.at == pytest.approx(arrived_at + budgets.total_ms / 1000)
+    assert deadline.stages.at == pytest.approx(arrived_at + budgets.lexical_ms / 1000)
+    assert deadline.vector is not None
+    assert deadline.vector.at == pytest.approx(arrived_at + budgets.vector_ms / 1000)
