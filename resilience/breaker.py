@@ -7,6 +7,13 @@ drive time instead of sleeping.
 closed --(enough calls in the window, and too many of them failed or slow)--> open
 open --(cool-down elapsed; one caller is let through as a probe)--> half_open
 half_open --(probe succeeds)--> closed;  --(probe fails)--> open again
+
+Hand-written, not a library's. pybreaker counts failures in a row, not a share of a time
+window, keeps its state in one process's memory (its Redis storage is for the sync client
+only) and opens on an exception raised through it; aiobreaker is its asyncio port, with
+the same model. purgatory has windows and a Redis store, but as an object that wraps the
+call, not a state a Postgres row (a source's breaker) can hold. Both uses here need the
+state as a plain value the caller stores where it lives, with the clock passed in.
 """
 
 from dataclasses import dataclass, field, replace
