@@ -8,12 +8,13 @@ closed --(enough calls in the window, and too many of them failed or slow)--> op
 open --(cool-down elapsed; one caller is let through as a probe)--> half_open
 half_open --(probe succeeds)--> closed;  --(probe fails)--> open again
 
-Hand-written, not a library's. pybreaker counts failures in a row, not a share of a time
-window, keeps its state in one process's memory (its Redis storage is for the sync client
-only) and opens on an exception raised through it; aiobreaker is its asyncio port, with
-the same model. purgatory has windows and a Redis store, but as an object that wraps the
-call, not a state a Postgres row (a source's breaker) can hold. Both uses here need the
-state as a plain value the caller stores where it lives, with the clock passed in.
+Hand-written, not a library's. pybreaker, and aiobreaker (its asyncio port), open after a
+number of failures in a row and keep their state in a process's memory (pybreaker's Redis
+storage takes a synchronous client); purgatory opens after a threshold of failures too,
+shares its state through Redis, and wraps the call as a context manager. None decides on
+the failed-or-slow share of the calls in a time window, and none keeps its state as a
+plain value the caller stores where it lives (a source's breaker is a Postgres row), with
+the clock passed in.
 """
 
 from dataclasses import dataclass, field, replace
