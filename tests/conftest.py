@@ -67,6 +67,20 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
         time.sleep(0.05)
 
 
+def pending_embeddings(database_url: str) -> int:
+    """Active listings without an embedding in the active generation, asked on a
+    connection of its own."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM ingestion_listing l"
+            " JOIN ingestion_indexgeneration g ON g.state = 'active'"
+            " LEFT JOIN ingestion_listing_embedding e"
+            "   ON e.listing_id = l.id AND e.generation_id = g.id"
+            " WHERE l.status = 'active' AND e.listing_id IS NULL"
+        ).fetchone()
+    return int(row[0]) if row else -1
+
+
 def waiting_on_a_lock(database_url: str, statement_like: str = "%") -> bool:
     """Whether a statement of the test database (LIKE `statement_like`) waits on a lock,
     asked on a connection of its own: a transaction sees pg_stat_activity as it first

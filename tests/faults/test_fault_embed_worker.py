@@ -20,7 +20,13 @@ import pytest
 from ingestion.indexing import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.tokens import create_token
-from tests.conftest import start_worker, stop_worker, wait_until, waiting_on_a_lock
+from tests.conftest import (
+    pending_embeddings,
+    start_worker,
+    stop_worker,
+    wait_until,
+    waiting_on_a_lock,
+)
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (
     QUERIES,
@@ -57,18 +63,6 @@ def stack(child_env: dict[str, str], tmp_path: Path) -> Iterator[Stack]:
         env = {**child_env, **FAULT_SETTINGS, "REDIS_URL": valkey.url, "VECTOR_LAG_MAX_S": "1"}
         with serving(env) as app:
             yield Stack(app, env, token)
-
-
-def _pending(database_url: str) -> int:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM ingestion_listing l"
-            " JOIN ingestion_indexgeneration g ON g.state = 'active'"
-            " LEFT JOIN ingestion_listing_embedding e"
-            "   ON e.listing_id = l.id AND e.generation_id = g.id"
-            " WHERE l.status = 'active' AND e.listing_id IS NULL"
-        ).fetchone()
-    return int(row[0]) if row else -1
 
 
 def _lagging(url: str) -> bool:
@@ -124,7 +118,9 @@ def test_a_killed_embedding_worker_keeps_lexical_fresh_shows_its_lag_and_catches
         worker = start_worker(
             stack.env, name="embed-fault-worker-2", queues="embedding", purge=False
         )
-        wait_until(lambda: _pending(test_database_url) == 0, 60, "every pending embedding")
+        wait_until(
+            lambda: pending_embeddings(test_database_url) == 0, 60, "every pending embedding"
+        )
         # The web process reads the lag afresh every EMBEDDING_LAG_REFRESH_S (5 s).
         wait_until(lambda: not _lagging(stack.app.url), 30, "/healthz to see the lag gone")
     finally:

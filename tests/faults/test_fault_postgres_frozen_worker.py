@@ -21,7 +21,13 @@ from django.utils import timezone
 from ingestion.indexing import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.upsert import apply_draft
-from tests.conftest import start_worker, stop_worker, wait_until, waiting_on_a_lock
+from tests.conftest import (
+    pending_embeddings,
+    start_worker,
+    stop_worker,
+    wait_until,
+    waiting_on_a_lock,
+)
 from tests.factories import draft
 from tests.private_services import PrivatePostgres, private_postgres, private_valkey
 from tests.search_fixtures import index_listings
@@ -61,17 +67,6 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
         yield Stack(postgres, env)
 
 
-def _pending(database_url: str) -> int:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM ingestion_listing l"
-            " JOIN ingestion_indexgeneration g ON g.state = 'active'"
-            f" LEFT JOIN {VECTOR_TABLE} e ON e.listing_id = l.id AND e.generation_id = g.id"
-            " WHERE l.status = 'active' AND e.listing_id IS NULL"
-        ).fetchone()
-    return int(row[0]) if row else -1
-
-
 def _pool(worker_pid: int) -> set[int]:
     """The worker's live pool processes (none for a moment while one is being replaced;
     a killed one is a zombie until the worker reaps it)."""
@@ -84,7 +79,7 @@ def _pool(worker_pid: int) -> set[int]:
 
 def test_a_task_stuck_on_a_frozen_postgres_ends_by_its_time_limit(stack: Stack) -> None:
     url = stack.postgres.url
-    assert _pending(url) == len(NEW)
+    assert pending_embeddings(url) == len(NEW)
     limited = {
         **stack.env,
         "CELERY_TASK_SOFT_TIME_LIMIT_S": str(SOFT_LIMIT_S),
@@ -116,6 +111,6 @@ def test_a_task_stuck_on_a_frozen_postgres_ends_by_its_time_limit(stack: Stack) 
     # limits (loading the model alone takes about the short limit), embeds every listing.
     worker = start_worker(stack.env, name="thawed-pg-worker", queues="embedding", purge=False)
     try:
-        wait_until(lambda: _pending(url) == 0, 60, "every pending embedding")
+        wait_until(lambda: pending_embeddings(url) == 0, 60, "every pending embedding")
     finally:
         stop_worker(worker)
