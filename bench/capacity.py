@@ -85,7 +85,7 @@ def search_capacity(
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies
     from retrieval.views import answer
-    from retrieval.warm import AlwaysAllow
+    from retrieval.warming.run import AlwaysAllow
 
     # Every search tries its vector stage, and none tells the site's shared breaker about
     # it: a slow one here must neither skip later searches' work nor open the breaker the

@@ -347,7 +347,7 @@ async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLo
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
-    from retrieval.warm import AlwaysAllow
+    from retrieval.warming.run import AlwaysAllow
 
     forget_wiring()
     # A breaker that never opens: each search must really try the vector stage and time out.

@@ -123,7 +123,7 @@ def prepare(data_dir: Path) -> psutil.Process:
     from ingestion import generations
     from ingestion.embedding import DIMENSIONS, MODEL_NAME
     from ingestion.models import Listing
-    from retrieval import cold_start
+    from retrieval import warm_up
     from retrieval.pg import conninfo
 
     remove_bench_sources()  # of a run that did not clean up
@@ -132,7 +132,7 @@ def prepare(data_dir: Path) -> psutil.Process:
     # As `manage.py bootstrap` does before `make run` serves: Postgres was just started
     # with empty shared buffers, and a capacity limit measured cold would be one of a
     # stack that is not yet serving.
-    warmed = cold_start.warm_up()
+    warmed = warm_up.warm_up()
     print(f"warmed up: {sum(warmed.prewarmed.values())} blocks prewarmed, searches {warmed.modes}")
     return postgres_postmaster(conninfo())
 

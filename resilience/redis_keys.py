@@ -24,7 +24,7 @@ def cached_rankings_of(generation: int) -> str:
 VECTOR_BREAKER = "searchsite:breaker:vector"
 EVALUATION_BREAKER = "searchsite:breaker:evaluation-vector"
 
-# Cache warming (retrieval/warming.py): places reserved in the bounded queue, the mark
+# Cache warming (retrieval/warming/schedule.py): places reserved in the bounded queue, the mark
 # that a key's warming is scheduled, and the job's query, which stays out of the broker.
 WARMING_RESERVATIONS = "searchsite:warming-reservations"
 

@@ -4,7 +4,7 @@ from functools import cache
 
 from django.conf import settings
 
-from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from resilience import redis_keys
 from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
@@ -20,7 +20,7 @@ from retrieval.hybrid import Dependencies
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
-from retrieval.warming import schedule_warming_unless
+from retrieval.warming.schedule import schedule_warming_unless
 
 _generations = GenerationLookup()
 
@@ -92,9 +92,3 @@ def forget_wiring() -> None:
         vector_gate().close()
     for made in (dependencies, vector_gate, vector_breaker, front_door):
         made.cache_clear()
-
-
-def warm_up() -> None:
-    """Load the query model before the first request: a cold load takes longer than any
-    search's deadline, and would turn a process's first searches into 503s."""
-    get_embedder().embed_query("warm up")

@@ -2,12 +2,13 @@
 
 from celery import shared_task
 
-from retrieval import vocabulary, warm
+from retrieval import vocabulary
+from retrieval.warming import run as warming_run
 
 
 @shared_task
 def warm_cache(key: str) -> str:
-    return warm.warm(key)
+    return warming_run.warm(key)
 
 
 @shared_task

@@ -18,13 +18,13 @@ from searchsite.handler import SearchASGIHandler  # noqa: E402
 application = SearchASGIHandler()
 
 
-def _warm_up() -> None:
-    from retrieval.service import warm_up
+def _load_query_model() -> None:
+    from retrieval.warm_up import load_query_model
 
-    warm_up()
+    load_query_model()
 
 
-_warm_up()
+_load_query_model()
 
 
 def _freeze_the_loaded_heap() -> None:

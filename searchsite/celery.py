@@ -114,6 +114,6 @@ def _stop_rollups(**_: object) -> None:
 def _close_warming_connections(**_: object) -> None:
     # Only a process that ran a warming task has the module, and connections to close: the
     # others are not made to import the search stack on their way out.
-    warm = sys.modules.get("retrieval.warm")
+    warm = sys.modules.get("retrieval.warming.run")
     if warm is not None:
         warm.tasks_loop.stop()

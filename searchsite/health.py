@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from ingestion.embedding_lag import TIMEOUT, embedding_lag
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
-from retrieval import cold_start
+from retrieval import warm_up
 from searchsite.heartbeat import newest_age_s
 
 
@@ -86,7 +86,7 @@ def check_worker() -> Check:
 
 def check_warm_up() -> Check:
     try:
-        warmed = cold_start.warmed_up()
+        warmed = warm_up.warmed_up()
     except DatabaseError:
         return UNREACHABLE
     if not warmed:
@@ -127,10 +127,10 @@ async def ready(request: HttpRequest) -> JsonResponse:
     checks = await sync_to_async(_search_checks)()
     if checks["postgres"].ok and not checks["warm_up"].ok:
         # Postgres restarted under a running stack, cold again: warm it, then be ready.
-        cold_start.warm_up_in_background()
+        warm_up.warm_up_in_background()
     warm = all(check.ok for check in checks.values())
     # With the stack warm, this process's first searches must not pay for its own pool.
-    if warm and not await cold_start.warm_up_this_loop():
+    if warm and not await warm_up.warm_up_this_loop():
         checks["warm_up"] = Check(False, "this process is warming up")
     return _report(checks)
 

@@ -294,7 +294,7 @@ SEARCH_CACHE_TTL_S = env_int("SEARCH_CACHE_TTL_S", 24 * 3600)
 SEARCH_CACHE_REWRITE_S = env_float("SEARCH_CACHE_REWRITE_S", 60.0)
 SEARCH_WARMING_BUDGET_MS = env_float("SEARCH_WARMING_BUDGET_MS", 5000.0)
 # The most warming tasks a web process schedules a second (at once: one second's worth;
-# 0: none); the timeouts past it are not warmed (retrieval/warming.py says why).
+# 0: none); the timeouts past it are not warmed (retrieval/warming/schedule.py says why).
 SEARCH_WARMING_PER_S = env_float("SEARCH_WARMING_PER_S", 5.0)
 # The recall guardrail (evaluation/guardrail.py): how many judged queries a run, and which
 # evaluation set (blank: the latest imported). How often: EVALUATION_GUARDRAIL_INTERVAL_S,

@@ -186,7 +186,7 @@ async def _close_async_connections() -> AsyncIterator[None]:
     from retrieval.cache import close_async_redis
     from retrieval.hybrid import writes_done
     from retrieval.pg import close_pools
-    from retrieval.warm import tasks_loop
+    from retrieval.warming.run import tasks_loop
 
     await writes_done()
     await sync_to_async(tasks_loop.stop, thread_sensitive=False)()  # its own loop's pool

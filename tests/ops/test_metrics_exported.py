@@ -16,10 +16,10 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.polling import ingest_payload
 from resilience.redis_clients import get_redis
-from retrieval import warm
 from retrieval.cache import cache_key
 from retrieval.query import parse_query
-from retrieval.warming import schedule_warming
+from retrieval.warming import run as warming_run
+from retrieval.warming.schedule import schedule_warming
 from tests.conftest import PATIENT_VECTOR_BUDGET_MS, SHORT_TIMEOUT_MS, eventually
 from tests.factories import source
 from tests.feeds import rss
@@ -156,8 +156,8 @@ def test_a_warming_task_counts_as_completed_or_failed(client: Client) -> None:
     before = scrape_sync(client)
     async_to_sync(schedule_warming)(key, parse_query("jazz", None))
     get_redis().delete("warming")  # the task message: this test runs its function itself
-    assert warm.warm(key) == "completed"
-    assert warm.warm("searchsite:results:no-such-job") == "expired"  # no job left to run
+    assert warming_run.warm(key) == "completed"
+    assert warming_run.warm("searchsite:results:no-such-job") == "expired"  # no job left to run
     after = scrape_sync(client)
     assert after.since(before, "retrieval_cache_warming_total", event="completed") == 1
     assert after.since(before, "retrieval_cache_warming_total", event="failed") == 1

@@ -16,7 +16,7 @@ from pytest_django import Settings
 from ingestion import generations
 from ingestion.generations import hnsw_index_name
 from resilience.redis_clients import get_redis
-from retrieval import cold_start, pg, service
+from retrieval import pg, service, warm_up
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.query import parse_query
@@ -47,11 +47,11 @@ async def test_readiness_is_503_until_the_stack_is_warmed_up_then_200(
     # The unready process warmed the stack itself, in the background.
     await eventually(ready, 60, "ready")
     await eventually(_background_done, 30, "the background warm-up's end")
-    assert await sync_to_async(cold_start.warmed_up)()
+    assert await sync_to_async(warm_up.warmed_up)()
 
 
 async def _background_done() -> bool:
-    return not cold_start.warming_up_in_background()
+    return not warm_up.warming_up_in_background()
 
 
 async def test_readiness_warms_up_the_process_own_event_loop_first(
@@ -62,10 +62,10 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
     breaker told of nothing."""
     settings.SEARCH_POOL_SIZE = 5
     await sync_to_async(index_listings)()
-    await sync_to_async(cold_start.mark_warmed_up)()  # the stack warmed by bootstrap
+    await sync_to_async(warm_up.mark_warmed_up)()  # the stack warmed by bootstrap
     generation = await service.searchable_generation_id(Deadline.after(5000))
     assert generation is not None
-    warmed_key = cache_key(parse_query(cold_start.WARM_UP_QUERIES[0], None), generation)
+    warmed_key = cache_key(parse_query(warm_up.WARM_UP_QUERIES[0], None), generation)
     assert not get_redis().exists(warmed_key)
 
     assert (await async_client.get("/healthz/ready")).status_code == 200
@@ -105,12 +105,12 @@ def test_warm_up_searches_never_count_against_the_breaker(
     settings.SEARCH_WARMING_BUDGET_MS = 300
     service.forget_wiring()
     with _locked(test_database_url, VECTOR_TABLE):
-        warmed = cold_start.warm_up()
+        warmed = warm_up.warm_up()
     assert set(warmed.modes) == {"lexical_fallback"}  # every vector stage timed out
     service.vector_gate().flush()  # anything recorded is in Redis now
     assert service.vector_breaker().window() == (0, 0)
     assert service.vector_breaker().state() == "closed"
-    assert cold_start.warmed_up()
+    assert warm_up.warmed_up()
 
 
 def _buffered_blocks(relation: str) -> int:
@@ -136,7 +136,7 @@ def test_warm_up_reads_the_active_hnsw_index_and_the_lexical_indexes_into_shared
             cursor.execute("SELECT pg_buffercache_evict_relation(%s::regclass)", [relation])
     assert _buffered_blocks(hnsw) == _buffered_blocks(lexical) == 0
 
-    prewarmed = cold_start.prewarm_relations()
+    prewarmed = warm_up.prewarm_relations()
 
     assert list(prewarmed)[-1] == hnsw  # read last: nothing read after it pushes it out
     for relation in (hnsw, lexical):

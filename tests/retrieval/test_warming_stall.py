@@ -21,13 +21,14 @@ from ingestion.models import Listing
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from resilience.token_bucket import TokenBucket
-from retrieval import service, warm
+from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
 from retrieval.pg import WARMING_CONNECTIONS
 from retrieval.query import parse_query
-from retrieval.warming import (
+from retrieval.warming import run as warming_run
+from retrieval.warming.schedule import (
     MAX_QUEUED,
     RESERVATIONS,
     WARMING_QUEUE,
@@ -89,7 +90,7 @@ async def test_a_warming_job_behind_a_lock_gives_up_at_once_and_can_come_back(
     before = await scrape(async_client)
     async with embeddings_locked(test_database_url):
         started = time.monotonic()
-        event = await sync_to_async(warm.warm, thread_sensitive=False)(key)
+        event = await sync_to_async(warming_run.warm, thread_sensitive=False)(key)
         elapsed_s = time.monotonic() - started
     assert event == "dropped_stalled"
     # Well under the 5 s warming budget the search would have waited on the lock.
@@ -106,7 +107,7 @@ async def test_a_warming_job_with_the_breaker_open_runs_no_search(
     await sync_to_async(breaker.record_outcomes)(20, 20)
     assert await sync_to_async(breaker.state)() == "open"
     before = await scrape(async_client)
-    event = await sync_to_async(warm.warm, thread_sensitive=False)(key)
+    event = await sync_to_async(warming_run.warm, thread_sensitive=False)(key)
     assert event == "dropped_breaker_open"
     assert not get_redis().exists(key)  # nothing searched, nothing cached
     assert (await scrape(async_client)).since(before, WARMING, event="dropped_breaker_open") == 1
@@ -122,7 +123,7 @@ async def test_warming_tasks_share_their_process_connections(
     warmed, five times the Postgres CPU of the search itself."""
     for number, text in enumerate(["jazz night", "organ recital", "garden tour"]):
         key = await _job_for(text)
-        assert await sync_to_async(warm.warm, thread_sensitive=False)(key) == "completed"
+        assert await sync_to_async(warming_run.warm, thread_sensitive=False)(key) == "completed"
         backends = await _warming_backends(test_database_url)
         if number == 0:
             first = backends

@@ -12,12 +12,12 @@ from django.test import AsyncClient
 
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
-from retrieval import warm
 from retrieval.pg import SEARCH_CONNECTIONS, WARMING_CONNECTIONS
 from retrieval.pg_statement import VECTOR_TAG
 from retrieval.query import parse_query
-from retrieval.warm import LOCK_PROBE_TAG
-from retrieval.warming import job_payload
+from retrieval.warming import run as warming_run
+from retrieval.warming.run import LOCK_PROBE_TAG
+from retrieval.warming.schedule import job_payload
 from tests.conftest import eventually
 from tests.search_fixtures import embeddings_locked
 
@@ -53,13 +53,13 @@ async def test_cache_warming_names_its_connections(
 ) -> None:
     # Warming gives up on a lock after LOCK_WAIT_MS; waiting on it long enough to be
     # seen, its first statement shows the connection's name.
-    monkeypatch.setattr(warm, "LOCK_WAIT_MS", 10_000)
+    monkeypatch.setattr(warming_run, "LOCK_WAIT_MS", 10_000)
     query = parse_query("organ", None)
     key = "searchsite:results:test-warming-name"
     get_redis().set(redis_keys.warming_job(key), job_payload(query), ex=60)
     async with embeddings_locked(test_database_url):
         # As a Celery worker runs the task: in a thread of its own, with its own loop.
-        worker = threading.Thread(target=warm.warm, args=[key])
+        worker = threading.Thread(target=warming_run.warm, args=[key])
         worker.start()
 
         async def waiting() -> bool:

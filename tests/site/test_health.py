@@ -13,7 +13,7 @@ from pytest_django import DjangoAssertNumQueries, Settings
 
 from ingestion import generations
 from resilience import redis_clients
-from retrieval import cold_start
+from retrieval import warm_up
 from searchsite.heartbeat import HEARTBEAT_KEY, beat
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +39,7 @@ def redis_unreachable(settings: Settings, tmp_path: Path) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def warmed_up() -> None:
     """The stack warmed up since this Postgres started, as bootstrap leaves it."""
-    cold_start.mark_warmed_up()
+    warm_up.mark_warmed_up()
 
 
 def test_it_is_healthy_when_every_part_is(client: Client, fresh_heartbeat: None) -> None:

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from ingestion import generations, tasks
 from ingestion.demo import load_demo_sources
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
-from retrieval import cold_start
+from retrieval import warm_up
 from searchsite.env import env_bool, env_optional, env_str
 
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
             tasks.schedule_embedding()
         # Last, and before `make run` or compose starts the web server: what the searches
         # read is in memory, and /healthz/ready says so.
-        warmed = cold_start.warm_up()
+        warmed = warm_up.warm_up()
         blocks = sum(warmed.prewarmed.values())
         self.stdout.write(
             f"warmed up: {len(warmed.prewarmed)} relations ({blocks} blocks) read, "

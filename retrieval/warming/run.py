@@ -27,7 +27,7 @@ from retrieval.pg import WARMING_CONNECTIONS, connections_named
 from retrieval.pg_statement import fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
-from retrieval.warming import load_job, release
+from retrieval.warming.schedule import load_job, release
 
 # A stalled table is usually locked for seconds (a migration, a rebuild): a warming
 # search behind it would hold its worker for its whole budget, one distinct query after

@@ -10,7 +10,7 @@ whole pool on its own event loop and runs the same searches once more on it, so 
 searches find their connections open and their statements prepared.
 
 Invariants: a warm-up search never tells the vector breaker of its outcome (a cold index
-is slow, not broken; see `warm.search_unaccounted`); and the record that the stack is
+is slow, not broken; see `warming.run.search_unaccounted`); and the record that the stack is
 warm (a row in Postgres, retrieval's migration 0005) names the Postgres server it warmed
 by its start time, so a server restarted since (its shared buffers empty again) is never
 taken for warm.
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connection
 
+from ingestion.embedding import get_embedder
 from ingestion.generations import active_generation, hnsw_index_name
-from retrieval import service
 from retrieval.hybrid import NoAnswerError
 from retrieval.kept_loop import close_loop_clients
 from retrieval.pg import WARMING_CONNECTIONS, connections_named, fill_pool
 from retrieval.query import parse_query
-from retrieval.warm import search_unaccounted
+from retrieval.warming.run import search_unaccounted
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,14 @@ class WarmUp:
     modes: list[str]  # each warm-up search's mode, or "no_answer"
 
 
+def load_query_model() -> None:
+    """Load the query model before the first request: a cold load takes longer than any
+    search's deadline, and would turn a process's first searches into 503s."""
+    get_embedder().embed_query("warm up")
+
+
 def warm_up() -> WarmUp:
-    service.warm_up()  # the query model's session, loaded before anything is timed
+    load_query_model()  # its session, loaded before anything is timed
     prewarmed = prewarm_relations()
     with connections_named(WARMING_CONNECTIONS):
         modes = asyncio.run(_searches_then_close())
