@@ -79,18 +79,18 @@ def search_capacity(
     """`queries` back to back after `warm_up` (model, pool, buffers: not counted)."""
     import uvloop  # the web server's loop (searchsite.supervisor.web_argv)
 
+    from retrieval.breaker_gate import NeverOpen
     from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import NoAnswerError
     from retrieval.pg import close_pools
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies
     from retrieval.views import answer
-    from retrieval.warming.run import AlwaysAllow
 
     # Every search tries its vector stage, and none tells the site's shared breaker about
     # it: a slow one here must neither skip later searches' work nor open the breaker the
     # web server is about to read.
-    deps = dataclasses.replace(dependencies(), breaker=AlwaysAllow())
+    deps = dataclasses.replace(dependencies(), breaker=NeverOpen())
 
     async def searches(texts: Sequence[str]) -> int:
         unanswered = 0

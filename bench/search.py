@@ -343,16 +343,16 @@ async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLo
 
     from django.conf import settings
 
+    from retrieval.breaker_gate import NeverOpen
     from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
-    from retrieval.warming.run import AlwaysAllow
 
     forget_wiring()
     # A breaker that never opens: each search must really try the vector stage and time out.
     deps = dataclasses.replace(
-        dependencies(), embedder=FixedEmbedder(embeddings), breaker=AlwaysAllow()
+        dependencies(), embedder=FixedEmbedder(embeddings), breaker=NeverOpen()
     )
     policy = budget_policy()
     holder = await psycopg.AsyncConnection.connect(url)

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from retrieval import metrics
 from retrieval.admission import AdmissionLimit
+from retrieval.breaker_gate import NeverOpen
 from retrieval.cache import cache_key
 from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.generation import GenerationLookup
@@ -104,14 +105,6 @@ class _MissesBudget:
 class _LexicalDown:
     async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
         raise ConnectionError("lexical stage down (evaluation: cached ranking alone)")
-
-
-class _AlwaysClosed:
-    def allow(self) -> bool:
-        return True
-
-    def record(self, *, failed: bool) -> None:
-        pass
 
 
 @dataclass
@@ -224,7 +217,7 @@ class EvaluationSearch:
             embedder=self.embedder,
             cache=cache or _MemoryCache(),
             searchable_generation_id=_fixed(generation),
-            breaker=_AlwaysClosed(),
+            breaker=NeverOpen(),
             admission=AdmissionLimit(1),
             warm=no_warming,
         )

@@ -82,19 +82,11 @@ class _Budgets(forms.Form):
     deadline_ms = forms.FloatField(required=False, min_value=0, max_value=MAX_OVERRIDE_MS)
 
 
-class _UnreportedGate(BreakerGate):
-    """The public gate without its gauge: `retrieval_vector_breaker_open` is the public
-    breaker's state, and this breaker's opening must not show there."""
-
-    def allow(self) -> bool:
-        return self.breaker.allow(reconnect=False)
-
-
 @cache
 def vector_gate() -> BreakerGate:
     client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
     policy = policy_from_settings("VECTOR_BREAKER")
-    return _UnreportedGate(SharedBreaker(client, BREAKER_KEY, policy))
+    return BreakerGate(SharedBreaker(client, BREAKER_KEY, policy), reported=False)
 
 
 def forget_wiring() -> None:

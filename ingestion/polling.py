@@ -19,7 +19,7 @@ from ingestion.drafts import PayloadError
 from ingestion.fetching import FetchError, FetchResult, fetch_url, read_local
 from ingestion.models import Poll, Source
 from ingestion.parsing import parse_payload
-from resilience.breaker import Breaker, admit, policy_from_settings, record
+from resilience.breaker import BreakerState, admit, policy_from_settings, record
 
 Clock = Callable[[], float]
 
@@ -116,8 +116,8 @@ def _settle(
         source.save()
 
 
-def _breaker(source: Source) -> Breaker:
-    return Breaker.from_json(
+def _breaker(source: Source) -> BreakerState:
+    return BreakerState.from_json(
         {
             "state": source.breaker_state,
             "opened_at": source.breaker_opened_at.timestamp() if source.breaker_opened_at else None,
@@ -126,7 +126,7 @@ def _breaker(source: Source) -> Breaker:
     )
 
 
-def _set_breaker(source: Source, breaker: Breaker) -> None:
+def _set_breaker(source: Source, breaker: BreakerState) -> None:
     data = breaker.to_json()
     source.breaker_state = breaker.state
     source.breaker_opened_at = (

@@ -32,7 +32,7 @@ class BreakerPolicy:
 
 
 @dataclass(frozen=True)
-class Breaker:
+class BreakerState:
     state: State = "closed"
     opened_at: float | None = None
     probe_started_at: float | None = None
@@ -48,7 +48,7 @@ class Breaker:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Breaker":
+    def from_json(cls, data: dict[str, Any] | None) -> "BreakerState":
         if not data:
             return cls()
         return cls(
@@ -71,7 +71,7 @@ def policy_from_settings(prefix: str) -> BreakerPolicy:
     )
 
 
-def admit(breaker: Breaker, policy: BreakerPolicy, now: float) -> tuple[bool, Breaker]:
+def admit(breaker: BreakerState, policy: BreakerPolicy, now: float) -> tuple[bool, BreakerState]:
     """May a call go ahead? Returns the verdict and the (possibly changed) breaker."""
     if breaker.state == "closed":
         return True, breaker
@@ -86,14 +86,16 @@ def admit(breaker: Breaker, policy: BreakerPolicy, now: float) -> tuple[bool, Br
     return True, replace(breaker, probe_started_at=now)
 
 
-def record(breaker: Breaker, policy: BreakerPolicy, now: float, *, failed: bool) -> Breaker:
+def record(
+    breaker: BreakerState, policy: BreakerPolicy, now: float, *, failed: bool
+) -> BreakerState:
     """Fold one call's outcome into the breaker."""
     return record_many(breaker, policy, now, calls=1, failures=int(failed))
 
 
 def record_many(
-    breaker: Breaker, policy: BreakerPolicy, now: float, *, calls: int, failures: int
-) -> Breaker:
+    breaker: BreakerState, policy: BreakerPolicy, now: float, *, calls: int, failures: int
+) -> BreakerState:
     """Fold in `calls` outcomes at `now`, the first `failures` of them failed: the same
     breaker as `record` once per outcome, for one pass over the window instead of one per
     outcome (a process that lost Redis hands over many at a time)."""
@@ -101,7 +103,7 @@ def record_many(
         if breaker.state == "open":
             return breaker  # stragglers that started before the breaker opened
         if breaker.state == "half_open":  # the probe's outcome settles it
-            breaker = opened(now) if number < failures else Breaker()
+            breaker = opened(now) if number < failures else BreakerState()
             continue
         recent = [o for o in breaker.outcomes if now - o[0] < policy.window_s]
         failed = sum(1 for _, was_failure in recent if was_failure)
@@ -114,8 +116,8 @@ def record_many(
     return breaker
 
 
-def opened(now: float) -> Breaker:
-    return Breaker(state="open", opened_at=now)
+def opened(now: float) -> BreakerState:
+    return BreakerState(state="open", opened_at=now)
 
 
 def trips(calls: int, failures: int, policy: BreakerPolicy) -> bool:

@@ -7,14 +7,14 @@ bounded number of attempts). We chose that over a Lua script because the script 
 a second copy of the state machine, in a second language; WATCH only costs extra round
 trips on transitions (open, probe, close), which are rare, and never on the hot path.
 
-The one part kept outside the pure `Breaker` is the closed state's window. As a tuple of
+The one part kept outside the pure `BreakerState` is the closed state's window. As a tuple of
 every outcome it would turn each call into a contended read-modify-write of a document
 that grows with traffic. Instead each outcome is an INCR of a per-time-bucket counter
 (`INCR` is atomic and commutes, so processes never conflict), and the window is the sum of
 the last `BUCKETS` buckets: up to one bucket shorter than `policy.window_s`.
 
 Redis layout (`E` = epoch, `B` = bucket index):
-    key                   JSON: a `Breaker` without outcomes, plus `epoch`
+    key                   JSON: a `BreakerState` without outcomes, plus `epoch`
     key:calls:E:B         calls recorded in bucket B while the breaker was closed in epoch E
     key:failures:E:B      ... of which failed (slow calls are recorded failed by the caller)
 
@@ -29,7 +29,7 @@ the window) and no WATCH. `allow()` reads Redis only when what it last saw canno
   (the probe that could close it only starts after it), so this verdict is exact;
 - otherwise one GET, and the probe race (WATCH) when the cool-down is over.
 
-Two classes, split where the mode changes. `BreakerInRedis` is the state as Redis keeps it;
+Two classes, split where the mode changes. `_StateInRedis` is the state as Redis keeps it;
 each of its methods may raise `redis.RedisError`. `SharedBreaker`, which callers use, asks
 it while Redis answers. When Redis fails (any `redis.RedisError`), an `_Outage` begins:
 this process carries on with its own breaker, starting from the last state it read, and
@@ -50,8 +50,8 @@ from typing import TypeVar
 import redis
 
 from resilience.breaker import (
-    Breaker,
     BreakerPolicy,
+    BreakerState,
     State,
     admit,
     opened,
@@ -72,19 +72,19 @@ MAX_ATTEMPTS = 5  # optimistic transactions tried before leaving a transition to
 
 @dataclass(frozen=True)
 class _Shared:
-    breaker: Breaker  # its outcomes are always empty: the window lives in the counters
+    breaker: BreakerState  # its outcomes are always empty: the window lives in the counters
     epoch: int = 0
 
 
 def _load(raw: _Raw) -> _Shared:
     if raw is None:
-        return _Shared(Breaker())
+        return _Shared(BreakerState())
     try:
         data = json.loads(raw)
-        return _Shared(Breaker.from_json({**data, "outcomes": []}), int(data.get("epoch", 0)))
+        return _Shared(BreakerState.from_json({**data, "outcomes": []}), int(data.get("epoch", 0)))
     except (ValueError, TypeError, AttributeError):
         logger.error("unreadable breaker state %r; treating it as closed", raw[:200])
-        return _Shared(Breaker())
+        return _Shared(BreakerState())
 
 
 def _dump(shared: _Shared) -> str:
@@ -93,13 +93,13 @@ def _dump(shared: _Shared) -> str:
     return json.dumps({**data, "epoch": shared.epoch})
 
 
-def _moved_to(shared: _Shared, breaker: Breaker) -> _Shared:
+def _moved_to(shared: _Shared, breaker: BreakerState) -> _Shared:
     """`shared` after a transition of the pure machine; closing starts a new window."""
     reopened_window = breaker.state == "closed" and shared.breaker.state != "closed"
     return _Shared(replace(breaker, outcomes=()), shared.epoch + int(reopened_window))
 
 
-class BreakerInRedis:
+class _StateInRedis:
     """The breaker's state as Redis keeps it: the document under `key` and the closed
     window's counters. Every method may raise `redis.RedisError`."""
 
@@ -119,10 +119,10 @@ class BreakerInRedis:
         self._counter_ttl_s = math.ceil(policy.window_s + self._bucket_s) + 1
         # The last document read, its parsed form and when it was read, as one tuple so
         # threads see them together.
-        self._seen_cache: tuple[_Raw, _Shared, float] = (None, _Shared(Breaker()), -math.inf)
+        self._seen_cache: tuple[_Raw, _Shared, float] = (None, _Shared(BreakerState()), -math.inf)
 
     @property
-    def last_seen(self) -> Breaker:
+    def last_seen(self) -> BreakerState:
         """The state as last read or written, without asking Redis."""
         return self._seen_cache[1].breaker
 
@@ -137,7 +137,7 @@ class BreakerInRedis:
             return False if now - breaker.opened_at < self._policy.cooldown_s else None
         return None
 
-    def read(self) -> Breaker:
+    def read(self) -> BreakerState:
         return self._read().breaker
 
     def allow(self, now: float) -> bool:
@@ -246,7 +246,7 @@ class _Outage:
     """Redis is failing: this process runs on its own breaker, which started from the last
     state it read, and asks Redis again from `retry_at` on."""
 
-    breaker: Breaker
+    breaker: BreakerState
     retry_at: float
 
 
@@ -265,7 +265,7 @@ class SharedBreaker:
     ) -> None:
         # `clock` is wall time, not monotonic: opened_at and bucket indices are compared
         # across processes.
-        self._in_redis = BreakerInRedis(redis_client, key, policy, clock)
+        self._in_redis = _StateInRedis(redis_client, key, policy, clock)
         self._policy = policy
         self._clock = clock
         self._redis_retry_s = redis_retry_s
@@ -368,7 +368,7 @@ class SharedBreaker:
     def _key(self) -> str:
         return self._in_redis.key
 
-    def _current_breaker(self) -> Breaker:
+    def _current_breaker(self) -> BreakerState:
         """This process's own during an outage, else the shared state as last seen."""
         with self._lock:
             return self._in_redis.last_seen if self._outage is None else self._outage.breaker

@@ -85,3 +85,14 @@ class Slot:
         traceback: TracebackType | None,
     ) -> None:
         self.release()
+
+
+class Unlimited:
+    """The admission of a search that counts against no limit (cache warming, which runs
+    in a worker, off the request path)."""
+
+    def try_acquire(self) -> "Unlimited":
+        return self
+
+    def release(self) -> None:
+        pass

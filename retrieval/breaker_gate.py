@@ -32,7 +32,7 @@ from retrieval import metrics
 logger = logging.getLogger(__name__)
 
 
-class GatedBreaker(Protocol):  # resilience.shared_breaker.SharedBreaker
+class BreakerStore(Protocol):  # resilience.shared_breaker.SharedBreaker
     def allow(self, *, reconnect: bool = True) -> bool: ...
 
     def record_outcomes(self, calls: int, failures: int) -> None: ...
@@ -41,9 +41,14 @@ class GatedBreaker(Protocol):  # resilience.shared_breaker.SharedBreaker
 
 
 class BreakerGate:
-    def __init__(self, breaker: GatedBreaker, *, linger_s: float = 0.05) -> None:
+    def __init__(
+        self, breaker: BreakerStore, *, linger_s: float = 0.05, reported: bool = True
+    ) -> None:
+        """`reported`: whether `allow` shows the state in `retrieval_vector_breaker_open`,
+        which is the public breaker's (the evaluation API's own gate is not reported)."""
         self.breaker = breaker
         self._linger_s = linger_s
+        self._reported = reported
         self._changed = threading.Condition()
         self._calls = self._failures = 0  # gathered, not yet handed over
         self._recording = False
@@ -53,7 +58,8 @@ class BreakerGate:
 
     def allow(self) -> bool:
         allowed = self.breaker.allow(reconnect=False)
-        metrics.BREAKER_STATE.set(int(self.breaker.last_seen_state() != "closed"))
+        if self._reported:
+            metrics.BREAKER_STATE.set(int(self.breaker.last_seen_state() != "closed"))
         return allowed
 
     def record(self, *, failed: bool) -> None:
@@ -95,3 +101,15 @@ class BreakerGate:
                 with self._changed:
                     self._recording = False
                     self._changed.notify_all()
+
+
+class NeverOpen:
+    """The gate of a search that keeps no account with the breaker (cache warming, the
+    evaluation paths, the benchmarks): always lets the vector stage run, records
+    nothing."""
+
+    def allow(self) -> bool:
+        return True
+
+    def record(self, *, failed: bool) -> None:
+        pass

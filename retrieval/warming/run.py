@@ -19,6 +19,8 @@ from psycopg.errors import LockNotAvailable
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from retrieval import metrics
+from retrieval.admission import Unlimited
+from retrieval.breaker_gate import NeverOpen
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.hybrid import hybrid_search, writes_done
@@ -42,22 +44,6 @@ _LOCK_PROBE = (
     "SELECT 1 FROM ingestion_listing, ingestion_listing_embedding,"
     " retrieval_term_statistics, retrieval_vocabulary WHERE false"
 )
-
-
-class AlwaysAllow:
-    """Warming runs off the request path: no breaker accounting, no admission limit."""
-
-    def allow(self) -> bool:
-        return True
-
-    def try_acquire(self) -> "AlwaysAllow":
-        return self
-
-    def record(self, *, failed: bool) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
 
 
 async def _no_warming(key: str, query: Query) -> None:
@@ -108,11 +94,10 @@ async def _warm_unless_locked(query: Query) -> Mode | None:
 async def search_unaccounted(query: Query) -> Mode:
     """`query` searched as warming does: the warming budget for each stage, the result
     cached, and no outcome told to the vector breaker or the admission limit."""
-    gate = AlwaysAllow()
     deps = dataclasses.replace(
         dependencies(),
-        breaker=gate,
-        admission=gate,
+        breaker=NeverOpen(),
+        admission=Unlimited(),
         warm=_no_warming,
         cache=RedisResultCache(rewrite_after_s=0),  # writing the result is the point
     )

@@ -2,13 +2,13 @@
 
 import random
 
-from resilience.breaker import Breaker, BreakerPolicy, admit, record, record_many
+from resilience.breaker import BreakerPolicy, BreakerState, admit, record, record_many
 
 POLICY = BreakerPolicy(window_s=60, min_calls=3, failure_ratio=0.5, cooldown_s=30)
 
 
-def _after(outcomes: list[bool], start: float = 0.0) -> Breaker:
-    breaker = Breaker()
+def _after(outcomes: list[bool], start: float = 0.0) -> BreakerState:
+    breaker = BreakerState()
     for step, failed in enumerate(outcomes):
         breaker = record(breaker, POLICY, start + step, failed=failed)
     return breaker
@@ -41,7 +41,7 @@ def test_open_refuses_until_the_cooldown_then_lets_one_probe_through() -> None:
 
 def test_a_successful_probe_closes_and_a_failed_one_reopens() -> None:
     _, probing = admit(_after([True, True, True]), POLICY, 40.0)
-    assert record(probing, POLICY, 41.0, failed=False) == Breaker()
+    assert record(probing, POLICY, 41.0, failed=False) == BreakerState()
     reopened = record(probing, POLICY, 41.0, failed=True)
     assert reopened.state == "open"
     assert reopened.opened_at == 41.0
@@ -56,14 +56,14 @@ def test_a_probe_that_never_reports_is_given_up_after_a_cooldown() -> None:
 
 def test_it_round_trips_through_json() -> None:
     breaker = _after([True, False])
-    assert Breaker.from_json(breaker.to_json()) == breaker
-    assert Breaker.from_json(None) == Breaker()
+    assert BreakerState.from_json(breaker.to_json()) == breaker
+    assert BreakerState.from_json(None) == BreakerState()
 
 
 def test_outcomes_folded_in_at_once_give_the_breaker_folding_them_one_by_one_gives() -> None:
     rng = random.Random(5)
     for _ in range(300):
-        breaker, now = Breaker(), 0.0
+        breaker, now = BreakerState(), 0.0
         for _ in range(rng.randint(1, 8)):
             now += rng.choice([0.0, 5.0, 40.0])
             if breaker.state == "open" and rng.random() < 0.5:

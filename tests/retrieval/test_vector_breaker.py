@@ -10,7 +10,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from resilience.breaker import Breaker, BreakerPolicy, record
+from resilience.breaker import BreakerPolicy, BreakerState, record
 from resilience.breaker import trips as window_trips
 from resilience.redis_clients import breaker_redis_client, get_redis
 from resilience.shared_breaker import SharedBreaker
@@ -306,7 +306,7 @@ def test_the_window_verdict_agrees_with_the_pure_machine(policy: BreakerPolicy) 
                 outcomes = ((0.0, True),) * earlier_failures + ((0.0, False),) * (
                     earlier_calls - earlier_failures
                 )
-                pure = record(Breaker(outcomes=outcomes), policy, 1.0, failed=failed)
+                pure = record(BreakerState(outcomes=outcomes), policy, 1.0, failed=failed)
                 counted = window_trips(earlier_calls + 1, earlier_failures + failed, policy)
                 assert counted == (pure.state == "open"), (earlier_calls, earlier_failures, failed)
 
