@@ -1,5 +1,5 @@
 """The shared breaker as the event loop calls it: `BreakerGate`, the vector stage's breaker
-that `hybrid_search` asks (`retrieval.protocols.VectorBreaker`).
+that `hybrid_search` asks (`retrieval.protocols.VectorGate`).
 
 Recording an outcome is a Redis round trip (0.5 ms here, up to the client's timeout while
 Redis struggles); made on the event loop, it held up every other search of the process.

@@ -35,7 +35,7 @@ from retrieval.protocols import (
     LexicalIndex,
     QueryEmbedder,
     ResultCache,
-    VectorBreaker,
+    VectorGate,
     VectorIndex,
 )
 from retrieval.types import (
@@ -66,7 +66,7 @@ class Dependencies:
     embedder: QueryEmbedder
     cache: ResultCache
     searchable_generation_id: Callable[[Deadline], Awaitable[int | None]]
-    breaker: VectorBreaker
+    breaker: VectorGate
     admission: Admission
     warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
     clock: Callable[[], float] = time.monotonic
