@@ -1,6 +1,6 @@
 """The ceilings a load run is judged against, measured in the same run on the same data.
 
-Search, "what the CPU allows": the API's own search and hydration (`retrieval.views.answer`
+Search, "what the CPU allows": the API's own search and hydration (`retrieval.search.answer`
 with the site's budgets and wiring, less the shared vector breaker) run in this process,
 one query after another, no HTTP, on queries the load sends, each embedded afresh (this
 process has not seen them, and the load never repeats a query within the web process's
@@ -84,8 +84,8 @@ def search_capacity(
     from retrieval.hybrid import NoAnswerError
     from retrieval.pg import close_pools
     from retrieval.query import parse_query
+    from retrieval.search import answer
     from retrieval.service import budget_policy, dependencies
-    from retrieval.views import answer
 
     # Every search tries its vector stage, and none tells the site's shared breaker about
     # it: a slow one here must neither skip later searches' work nor open the breaker the

@@ -43,9 +43,10 @@ from retrieval.hybrid import Dependencies, NoAnswerError
 from retrieval.pg_lexical import PgLexicalIndex
 from retrieval.pg_statement import fetch_with_local_settings
 from retrieval.query import BadQueryError, parse_query
+from retrieval.search import answer
 from retrieval.service import budget_policy, dependencies, searchable_generation_id
 from retrieval.types import Reason, StageTimeoutError
-from retrieval.views import answer, bad_request, outcome_json, timings_json, unavailable
+from retrieval.views import bad_request, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's
 # deadline, which `evaluate` and the sweep's reference run use.

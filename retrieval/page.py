@@ -3,7 +3,7 @@
 The lexical stage usually answers well before the vector stage's budget ends, so the page
 shows its listings first and the final ranking when the search is done:
 
-- the search runs as for the API (`views._search`); `hybrid_search`'s `on_lexical` hands
+- the search runs as for the API (`search.search`); `hybrid_search`'s `on_lexical` hands
   over the lexical candidates, which are read (hydrated) at once, beside the vector stage;
 - whichever comes first decides the response. The final answer first (the usual case when
   the vector stage is quick, and every error): one plain page, with its own status (400,
@@ -29,6 +29,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
+from retrieval import search as searching
 from retrieval import views
 from retrieval.deadline import Deadline
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError
@@ -97,7 +98,7 @@ async def _progressive(
     # A later page has no preview: the lexical ranking's slice is not the final one's.
     watcher = preview.start if query.page == 1 else None
     search = asyncio.create_task(
-        views.search(query, deadline, on_lexical=watcher), name="page-search"
+        searching.search(query, deadline, on_lexical=watcher), name="page-search"
     )
     shown = asyncio.create_task(preview.shown.wait(), name="preview-shown")
     try:
@@ -118,7 +119,7 @@ def _final_page(
     request: HttpRequest,
     form: dict[str, Any],
     query: Query,
-    search: "asyncio.Task[views.Shown]",
+    search: "asyncio.Task[searching.Shown]",
 ) -> HttpResponse:
     try:
         shown = search.result()
@@ -136,7 +137,7 @@ async def _streamed(
     form: dict[str, Any],
     query: Query,
     preview: _Preview,
-    search: "asyncio.Task[views.Shown]",
+    search: "asyncio.Task[searching.Shown]",
 ) -> AsyncIterator[str]:
     try:
         first = preview_context(request, query, preview.listings)

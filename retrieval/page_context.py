@@ -12,6 +12,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils import timezone
 
+from retrieval import search as searching
 from retrieval import views
 from retrieval.hydrate import ListingView
 from retrieval.query import BadQueryError
@@ -69,7 +70,7 @@ def error_context(exc: BadQueryError) -> dict[str, Any]:
     return {"error": str(exc), "error_field": FIELD_OF_PARAMETER.get(exc.parameter, "")}
 
 
-def results_context(request: HttpRequest, query: Query, shown: "views.Shown") -> dict[str, Any]:
+def results_context(request: HttpRequest, query: Query, shown: "searching.Shown") -> dict[str, Any]:
     """The final answer's section."""
     return _section(
         request,
@@ -132,7 +133,7 @@ def unanswered_context() -> dict[str, Any]:
 
 
 def _shown(view: ListingView, stages: set[str], now: datetime) -> ShownListing:
-    told = views.described(view, now)
+    told = searching.described(view, now)
     return ShownListing(
         view, told.when, told.start or "", told.provenance, " ".join(sorted(stages))
     )

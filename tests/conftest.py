@@ -267,7 +267,8 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
     read. The stages read that table too, so only a lock taken in between stalls the read
     alone: the one seam injected, in both places listings are read (the page's lexical
     preview reads them too, before the search's final read)."""
-    from retrieval import page, views
+    from retrieval import page
+    from retrieval import search as searching
     from retrieval.hydrate import ListingView, hydrate
     from tests.search_fixtures import LEXICAL_TABLE, tables_locked
 
@@ -275,7 +276,7 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
         async with tables_locked(test_database_url, LEXICAL_TABLE):
             return await hydrate(*args, **kwargs)
 
-    monkeypatch.setattr(views, "hydrate", behind_a_lock)
+    monkeypatch.setattr(searching, "hydrate", behind_a_lock)
     monkeypatch.setattr(page, "hydrate", behind_a_lock)
 
 

@@ -25,7 +25,8 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from ingestion.models import IndexGeneration
-from retrieval import arrival, service, views
+from retrieval import arrival, service
+from retrieval import search as searching
 from retrieval.hybrid import Dependencies
 from retrieval.types import Mode, Reason
 from searchsite.handler import SearchASGIHandler
@@ -142,7 +143,7 @@ async def test_embed_timeout_the_model_stalled(
 ) -> None:
     embedder = StalledEmbedder()
     stalled: Dependencies = dataclasses.replace(service.dependencies(), embedder=embedder)
-    monkeypatch.setattr(views, "dependencies", lambda: stalled)
+    monkeypatch.setattr(searching, "dependencies", lambda: stalled)
 
     await _answered(async_client, Mode.LEXICAL_FALLBACK, Reason.EMBED_TIMEOUT, "jazz")
     assert embedder.cancelled.is_set()
