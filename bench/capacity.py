@@ -82,7 +82,7 @@ def search_capacity(
     from retrieval.breaker_gate import NeverOpen
     from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import NoAnswerError
-    from retrieval.pg import close_pools
+    from retrieval.pg.pool import close_pools
     from retrieval.query import parse_query
     from retrieval.search import answer
     from retrieval.service import budget_policy, dependencies

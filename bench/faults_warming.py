@@ -240,7 +240,7 @@ def vector_stall(args: argparse.Namespace) -> None:
     import psycopg
 
     from resilience.redis_clients import get_redis
-    from retrieval.pg import conninfo
+    from retrieval.pg.pool import conninfo
 
     remove_bench_sources()  # a run that did not clean up
     texts = build(args.listings)

@@ -293,7 +293,7 @@ def main() -> None:
     with running():
         from ingestion import generations
         from ingestion.embedding import DIMENSIONS, MODEL_NAME
-        from retrieval.pg import conninfo
+        from retrieval.pg.pool import conninfo
 
         generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None

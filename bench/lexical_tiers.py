@@ -35,7 +35,8 @@ def main() -> None:
         from django.db import connection
         from django.db.backends.utils import CursorWrapper
 
-        from retrieval import hybrid, pg_lexical
+        from retrieval import hybrid
+        from retrieval.pg import lexical as pg_lexical
 
         limit = K * hybrid.CANDIDATES_PER_RESULT  # what a search of k results asks for
 

@@ -91,7 +91,7 @@ async def measure(
 
     from retrieval.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
-    from retrieval.pg import close_pools
+    from retrieval.pg.pool import close_pools
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies
 

@@ -34,8 +34,9 @@ from django.conf import settings  # noqa: E402
 from evaluation.models import EvaluationSet  # noqa: E402
 from evaluation.paths import HYBRID, LEXICAL, VECTOR  # noqa: E402
 from evaluation.runs import assess  # noqa: E402
-from retrieval import hybrid, pg_lexical  # noqa: E402
+from retrieval import hybrid  # noqa: E402
 from retrieval.filters import DEFAULT_SHAPE, Shape  # noqa: E402
+from retrieval.pg import lexical as pg_lexical  # noqa: E402
 
 
 @contextmanager

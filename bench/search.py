@@ -128,9 +128,9 @@ async def in_process(
     from ingestion.embedding import DIMENSIONS
     from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
-    from retrieval.pg import connection
-    from retrieval.pg_lexical import PgLexicalIndex
-    from retrieval.pg_vector import PgVectorIndex
+    from retrieval.pg.lexical import PgLexicalIndex
+    from retrieval.pg.pool import connection
+    from retrieval.pg.vector import PgVectorIndex
     from retrieval.query import parse_query
     from retrieval.service import budget_policy, dependencies
 
@@ -261,8 +261,8 @@ def web_server() -> Iterator[str]:
 async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) -> float:
     """Mean recall@10 of the vector stage against an exact scan of the same generation."""
     from retrieval.deadline import Deadline
-    from retrieval.pg import connection
-    from retrieval.pg_vector import _SEARCH, PgVectorIndex, vector_text
+    from retrieval.pg.pool import connection
+    from retrieval.pg.vector import _SEARCH, PgVectorIndex, vector_text
 
     found = []
     for q in qs:
@@ -299,8 +299,8 @@ async def filtered_vector(
     from search_data import DATED_DAYS, DATED_FROM
 
     from retrieval.deadline import Deadline
-    from retrieval.pg import connection
-    from retrieval.pg_vector import PgVectorIndex
+    from retrieval.pg.pool import connection
+    from retrieval.pg.vector import PgVectorIndex
     from retrieval.types import DateFilter, SearchFilters
 
     start = datetime.fromisoformat(DATED_FROM)
@@ -391,7 +391,7 @@ async def _idle_after(
     """Poll until no vector statement is active (after the budget); None when the search
     ended without one ever seen running: a search that never sent its statement must not
     read as one whose statement outlived its budget."""
-    from retrieval.pg_statement import VECTOR_TAG
+    from retrieval.pg.statement import VECTOR_TAG
 
     seen_active = False
     while True:
@@ -470,7 +470,7 @@ def main() -> None:
         from ingestion import generations
         from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
         from retrieval.hybrid import CANDIDATES_PER_RESULT
-        from retrieval.pg import close_pools, conninfo
+        from retrieval.pg.pool import close_pools, conninfo
 
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
         generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)

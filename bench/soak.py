@@ -67,7 +67,7 @@ class Minute:
 async def soak(
     base_url: str, rate: float, minutes: int, groups: Groups, timeout_s: float, pool: list[str]
 ) -> list[Minute]:
-    from retrieval.pg import conninfo
+    from retrieval.pg.pool import conninfo
 
     connections = Connections(base_url, limit=1024)
     queries = itertools.cycle(pool)

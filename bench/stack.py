@@ -124,7 +124,7 @@ def prepare(data_dir: Path) -> psutil.Process:
     from ingestion.embedding import DIMENSIONS, MODEL_NAME
     from ingestion.models import Listing
     from retrieval import warm_up
-    from retrieval.pg import conninfo
+    from retrieval.pg.pool import conninfo
 
     remove_bench_sources()  # of a run that did not clean up
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
@@ -331,7 +331,7 @@ def postgres_connections(conn: psycopg.AsyncConnection[TupleRow]) -> Probe:
 async def step_probes(base_url: str) -> AsyncIterator[list[Probe]]:
     """What every load step samples: the web server's /metrics and Postgres's client
     connections, asked on a connection of the probes' own, open for the block."""
-    from retrieval.pg import conninfo
+    from retrieval.pg.pool import conninfo
 
     async with await psycopg.AsyncConnection.connect(conninfo(), autocommit=True) as pg:
         yield [server_metrics(base_url), postgres_connections(pg)]

@@ -32,12 +32,12 @@ from retrieval.admission import AdmissionLimit
 from retrieval.breaker_gate import NeverOpen
 from retrieval.cache import cache_key
 from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
-from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies, NoAnswerError, hybrid_search, writes_done
-from retrieval.hydrate import hydrate
-from retrieval.pg import close_pool
-from retrieval.pg_lexical import PgLexicalIndex
-from retrieval.pg_vector import PgVectorIndex
+from retrieval.pg.generation import GenerationLookup
+from retrieval.pg.hydrate import hydrate
+from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.pool import close_pool
+from retrieval.pg.vector import PgVectorIndex
 from retrieval.query import parse_query
 from retrieval.query_embedder import OnnxQueryEmbedder
 from retrieval.service import searchable_generation_id

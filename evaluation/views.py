@@ -38,10 +38,10 @@ from resilience.shared_breaker import SharedBreaker
 from retrieval import metrics
 from retrieval.breaker_gate import BreakerGate
 from retrieval.deadline import Deadline, SearchDeadline
-from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies, NoAnswerError
-from retrieval.pg_lexical import PgLexicalIndex
-from retrieval.pg_statement import fetch_with_local_settings
+from retrieval.pg.generation import GenerationLookup
+from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.statement import fetch_with_local_settings
 from retrieval.query import BadQueryError, parse_query
 from retrieval.search import answer
 from retrieval.service import budget_policy, dependencies, searchable_generation_id
@@ -54,7 +54,7 @@ MAX_OVERRIDE_MS = UNBOUNDED.objective_ms
 # Under the pattern the tests (and operators) clear with the public breaker's key.
 BREAKER_KEY = redis_keys.EVALUATION_BREAKER
 
-# Every statement of this API opens with it (retrieval.pg_statement.fetch_with_local_settings).
+# Every statement of this API opens with it (retrieval.pg.statement.fetch_with_local_settings).
 EVALUATION_TAG = "searchsite:evaluation"
 # The token and the documents are read through the search's own pool, not the ORM: under
 # ASGI each request's ORM work runs in a thread of its own, whose persistent connection

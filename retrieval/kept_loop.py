@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from retrieval.cache import close_async_redis
-from retrieval.pg import close_pool
+from retrieval.pg.pool import close_pool
 
 T = TypeVar("T")
 

@@ -33,7 +33,6 @@ from retrieval import search as searching
 from retrieval import views
 from retrieval.deadline import Deadline
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError
-from retrieval.hydrate import ListingView, hydrate
 from retrieval.page_context import (
     error_context,
     form_context,
@@ -41,6 +40,7 @@ from retrieval.page_context import (
     results_context,
     unanswered_context,
 )
+from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.query import BadQueryError
 from retrieval.types import Candidate, Query, StageTimeoutError
 

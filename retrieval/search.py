@@ -22,7 +22,7 @@ from retrieval.hybrid import (
     NoAnswerError,
     hybrid_search,
 )
-from retrieval.hydrate import ListingView, hydrate
+from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.service import dependencies
 from retrieval.types import Query, Reason, SearchOutcome, StageTimeoutError

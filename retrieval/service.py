@@ -15,10 +15,10 @@ from retrieval.breaker_gate import BreakerGate
 from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy, Deadline
 from retrieval.door import Door
-from retrieval.generation import GenerationLookup
 from retrieval.hybrid import Dependencies
-from retrieval.pg_lexical import PgLexicalIndex
-from retrieval.pg_vector import PgVectorIndex
+from retrieval.pg.generation import GenerationLookup
+from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.vector import PgVectorIndex
 from retrieval.query_embedder import OnnxQueryEmbedder
 from retrieval.warming.schedule import schedule_warming_unless
 

@@ -151,7 +151,7 @@ class StageTimings:
 class SearchOutcome:
     mode: Mode
     # Listing ids, best first: every candidate, more than k; the response shows the first
-    # k that can still be shown (retrieval/hydrate.py).
+    # k that can still be shown (retrieval/pg/hydrate.py).
     ranking: list[int]
     matched: dict[int, set[str]]  # listing id -> stages that found it (api_types.Stage)
     reasons: list[Reason] = field(default_factory=list)

@@ -30,7 +30,7 @@ from retrieval.hybrid import (
     CallerDeadlineError,
     NoAnswerError,
 )
-from retrieval.hydrate import ListingView
+from retrieval.pg.hydrate import ListingView
 from retrieval.query import BadQueryError, parse_page, parse_query
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy

@@ -1,7 +1,7 @@
 """The lexical stage's vocabulary, two materialized views refreshed in the background:
 the words of active listings' titles, venues and aliases behind spelling correction, and
 each lexeme's document frequency per audience behind any-term ranking
-(retrieval/pg_lexical.py). Words of listings added since the last refresh are corrected to
+(retrieval/pg/lexical.py). Words of listings added since the last refresh are corrected to
 only after the next one, and weigh as rare terms until then; they are still found by
 full-text search at once."""
 

@@ -28,7 +28,7 @@ from ingestion.embedding import get_embedder
 from ingestion.generations import active_generation, hnsw_index_name
 from retrieval.hybrid import NoAnswerError
 from retrieval.kept_loop import close_loop_clients
-from retrieval.pg import WARMING_CONNECTIONS, connections_named, fill_pool
+from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named, fill_pool
 from retrieval.query import parse_query
 from retrieval.warming.run import search_unaccounted
 

@@ -13,7 +13,7 @@ makes no synchronous hop at all: `_search_on_the_loop` is Django's `handle` with
 calls made on the loop. They are quick there: the receivers of request_started and
 request_finished (resetting and closing this thread's database connections, closing its
 caches, resetting the URLconf) find nothing open on the loop's thread, as a search's SQL
-goes through its own async pools (retrieval/pg.py) and it reads no Django cache. The
+goes through its own async pools (retrieval/pg/pool.py) and it reads no Django cache. The
 test pins those receivers.
 
 A request with a session cookie keeps its own thread: reading the session is a call to

@@ -253,7 +253,7 @@ SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
 # How long the clean-up of a statement abandoned at its deadline may take behind the
 # response (the cancel request, the server's answer, the connection's return) before its
 # connection is closed instead: a live server answers a cancel in a millisecond or two, a
-# frozen one never (retrieval/pg_statement.py).
+# frozen one never (retrieval/pg/statement.py).
 SEARCH_CLEANUP_BOUND_MS = env_float("SEARCH_CLEANUP_BOUND_MS", 1000.0)
 # 80, not 40: CACM dev's vector recall@10 0.270 -> 0.302, the others unchanged, for a
 # statement bounded by it (docs/quality.md).
@@ -285,7 +285,7 @@ SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
 # may a search's deadline count from the proxy's receipt (retrieval/arrival.py).
 SEARCH_TRUST_X_REQUEST_START = env_bool("SEARCH_TRUST_X_REQUEST_START", False)
 # Search connections per pool, at most; a web process opens them all before it takes
-# traffic and keeps them (retrieval/pg.py, fill_pool): as many as the searches the door
+# traffic and keeps them (retrieval/pg/pool.py, fill_pool): as many as the searches the door
 # admits can hold at once (a lexical stage each, and the vector stages the vector limit
 # admits), so the pool is never a second, hidden queue.
 SEARCH_POOL_SIZE = env_int("SEARCH_POOL_SIZE", SEARCH_MAX_IN_FLIGHT + SEARCH_MAX_VECTOR_IN_FLIGHT)

@@ -1,7 +1,7 @@
 """A web process's Django statements get an answer from Postgres within a bound, or are
 broken off.
 
-The search's own statements are bounded by its deadline (retrieval/pg_statement.py); the
+The search's own statements are bounded by its deadline (retrieval/pg/statement.py); the
 rest of a web process (the admin, the editorial API, the health checks, the metrics'
 database gauges) talks to Postgres through Django's synchronous connections, and a frozen
 server (a paused VM, a stalled disk) answers neither a statement nor a cancel request: a

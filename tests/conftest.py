@@ -185,7 +185,7 @@ async def _close_async_connections() -> AsyncIterator[None]:
 
     from retrieval.cache import close_async_redis
     from retrieval.hybrid import writes_done
-    from retrieval.pg import close_pools
+    from retrieval.pg.pool import close_pools
     from retrieval.warming.run import tasks_loop
 
     await writes_done()
@@ -231,7 +231,7 @@ async def indexed_listings() -> AsyncIterator[None]:
     from asgiref.sync import sync_to_async
 
     from retrieval import service
-    from retrieval.pg import get_pool
+    from retrieval.pg.pool import get_pool
     from tests.search_fixtures import index_listings
 
     await sync_to_async(index_listings)()
@@ -269,7 +269,7 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
     preview reads them too, before the search's final read)."""
     from retrieval import page
     from retrieval import search as searching
-    from retrieval.hydrate import ListingView, hydrate
+    from retrieval.pg.hydrate import ListingView, hydrate
     from tests.search_fixtures import LEXICAL_TABLE, tables_locked
 
     async def behind_a_lock(*args: Any, **kwargs: Any) -> list[ListingView]:

@@ -80,7 +80,7 @@ def embeddings_locked(url: str) -> "AbstractAsyncContextManager[psycopg.AsyncCon
 
 
 async def statements_running(url: str, tag: str) -> int:
-    """Statements of the search hot path tagged `tag` (retrieval/pg_statement.py) running now."""
+    """Statements of the search hot path tagged `tag` (retrieval/pg/statement.py) running now."""
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as observer:
         cursor = await observer.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"

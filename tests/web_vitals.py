@@ -1,5 +1,5 @@
 """What a web process holds, read from outside: its search pool's connections and its
-event loop's tasks (its /metrics, sampled every retrieval.pg.SAMPLE_S), the statements it
+event loop's tasks (its /metrics, sampled every retrieval.pg.pool.SAMPLE_S), the statements it
 is still cleaning up, and its threads. For fault tests that check a fault left nothing
 behind; the app must run one web process (WEB_PROCESSES=1)."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import httpx
 import psutil
 
-from retrieval.pg import SAMPLE_S, SEARCH_CONNECTIONS
+from retrieval.pg.pool import SAMPLE_S, SEARCH_CONNECTIONS
 from tests.conftest import wait_until
 from tests.live_app import LiveApp
 

@@ -1,7 +1,7 @@
 """The embeddings' copies of their listings' dates, indexed per generation as intervals: a
 filtered vector search counts the listings a date window passes (up to a bound) on this
 index alone, to choose between ranking them all exactly and reading on through HNSW
-(retrieval/pg_vector.py). An interval index, because neither end alone narrows a window
+(retrieval/pg/vector.py). An interval index, because neither end alone narrows a window
 down: "starts before Friday" holds for every past event, "ends after Thursday" for every
 future one. least/greatest: a source may give an end before its start. The included
 columns let the count read the index alone (an index-only scan): counting 2,000 of half

@@ -25,8 +25,8 @@ from retrieval.cache import RedisResultCache
 from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.hybrid import hybrid_search, writes_done
 from retrieval.kept_loop import KeptLoop
-from retrieval.pg import WARMING_CONNECTIONS, connections_named
-from retrieval.pg_statement import fetch_with_local_settings
+from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named
+from retrieval.pg.statement import fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
 from retrieval.warming.schedule import load_job, release

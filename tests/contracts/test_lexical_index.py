@@ -1,5 +1,5 @@
 """The LexicalIndex contract (retrieval/protocols.py), run against the fake that hybrid.py's
-tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg_lexical.py):
+tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg/lexical.py):
 
 - at most `limit` distinct candidates, best first: a title match before a listing that
   matches only in its description;
@@ -18,11 +18,12 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ingestion.models import Audience, Listing
-from retrieval import pg_lexical, vocabulary
+from retrieval import vocabulary
 from retrieval.deadline import Deadline
-from retrieval.pg import connection
-from retrieval.pg_lexical import PgLexicalIndex
-from retrieval.pg_statement import LEXICAL_TAG
+from retrieval.pg import lexical as pg_lexical
+from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.pool import connection
+from retrieval.pg.statement import LEXICAL_TAG
 from retrieval.protocols import LexicalIndex
 from retrieval.query import parse_query
 from retrieval.types import Candidate, Query

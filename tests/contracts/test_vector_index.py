@@ -1,5 +1,5 @@
 """The VectorIndex contract (retrieval/protocols.py), run against the fake that hybrid.py's
-tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg_vector.py):
+tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg/vector.py):
 
 - only the rows of the generation asked for: each generation answers its own order, a
   generation without rows (never made, or deleted) answers nothing;
@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
-from retrieval import pg_vector
 from retrieval.deadline import Deadline
-from retrieval.pg import connection
-from retrieval.pg_statement import VECTOR_TAG
-from retrieval.pg_vector import PgVectorIndex
+from retrieval.pg import vector as pg_vector
+from retrieval.pg.pool import connection
+from retrieval.pg.statement import VECTOR_TAG
+from retrieval.pg.vector import PgVectorIndex
 from retrieval.protocols import VectorIndex
 from retrieval.types import Candidate
 from tests.contracts.stages import (
@@ -208,7 +208,7 @@ async def test_postgres_scores_are_cosine_similarities(postgres: PostgresVectorS
     assert [c.score for c in found] == pytest.approx(expected, abs=1e-5)
 
 
-@pytest.mark.django_db  # the test database, reached through retrieval.pg's pool
+@pytest.mark.django_db  # the test database, reached through retrieval.pg.pool's pool
 async def test_postgres_reads_back_every_query_vector_value_exactly() -> None:
     values = np.concatenate(
         [

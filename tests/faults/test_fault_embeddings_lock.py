@@ -23,7 +23,7 @@ import httpx
 import psycopg
 import pytest
 
-from retrieval.pg_statement import VECTOR_TAG
+from retrieval.pg.statement import VECTOR_TAG
 from tests.conftest import wait_until, waiting_on_a_lock
 from tests.live_app import LiveApp, serving
 from tests.load_driver import (

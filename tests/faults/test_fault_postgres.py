@@ -18,7 +18,7 @@ from django.conf import settings
 from ingestion.models import Source
 from ingestion.polling import poll_source
 from ingestion.tasks import poll_source as poll_source_task
-from retrieval.pg import SEARCH_CONNECTIONS
+from retrieval.pg.pool import SEARCH_CONNECTIONS
 from searchsite.celery import app as celery_app
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.feeds import numbered_rss

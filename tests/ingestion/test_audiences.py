@@ -15,8 +15,8 @@ from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbeddin
 from ingestion.upsert import apply_draft
 from retrieval import service, vocabulary
 from retrieval.deadline import Deadline
-from retrieval.hydrate import hydrate
-from retrieval.pg_lexical import PgLexicalIndex
+from retrieval.pg.hydrate import hydrate
+from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.query import parse_query
 from tests.factories import draft
 from tests.search_fixtures import index_listings, search_json

@@ -16,9 +16,10 @@ from pytest_django import Settings
 from ingestion import generations
 from ingestion.generations import hnsw_index_name
 from resilience.redis_clients import get_redis
-from retrieval import pg, service, warm_up
+from retrieval import service, warm_up
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
+from retrieval.pg import pool as pg_pool
 from retrieval.query import parse_query
 from tests.conftest import eventually
 from tests.search_fixtures import VECTOR_TABLE, index_listings
@@ -71,7 +72,7 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
     assert (await async_client.get("/healthz/ready")).status_code == 200
 
     assert get_redis().exists(warmed_key)  # its searches ran, here, before the answer
-    pool = await pg.get_pool()
+    pool = await pg_pool.get_pool()
     assert pool.get_stats()["pool_available"] == 5  # every connection open before traffic
     assert (pool.min_size, pool.max_size) == (5, 5)  # and none closed for being idle
     await sync_to_async(service.vector_gate().flush)()
@@ -83,8 +84,8 @@ async def test_the_pool_filled_while_a_first_search_opens_it(settings: Settings)
     opening it: psycopg_pool's wait() asserts that no other is under way, and the probe
     answered 500 (CI, session 17)."""
     settings.SEARCH_POOL_SIZE = 5
-    await asyncio.gather(pg.get_pool(), pg.fill_pool(5.0))
-    pool = await pg.get_pool()
+    await asyncio.gather(pg_pool.get_pool(), pg_pool.fill_pool(5.0))
+    pool = await pg_pool.get_pool()
     assert pool.get_stats()["pool_available"] == 5
 
 

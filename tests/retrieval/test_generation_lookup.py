@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from retrieval import generation
 from retrieval.deadline import Deadline
-from retrieval.generation import ActiveGeneration, GenerationLookup
+from retrieval.pg import generation
+from retrieval.pg.generation import ActiveGeneration, GenerationLookup
 from tests.factories import FakeClock
 
 ROW = (7, "sentence-transformers/all-MiniLM-L6-v2", 384)

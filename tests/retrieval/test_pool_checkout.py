@@ -1,4 +1,4 @@
-"""No connection is lost to a cancelled search (retrieval/pool_checkout.py): a storm of
+"""No connection is lost to a cancelled search (retrieval/pg/checkout.py): a storm of
 waits for a pooled connection, cancelled at random instants as a search's stages are when
 their budgets run out, leaves the pool whole.
 
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from retrieval.pool_checkout import checked_out
+from retrieval.pg.checkout import checked_out
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

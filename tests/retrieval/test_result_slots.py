@@ -19,7 +19,7 @@ from ingestion.upsert import apply_draft
 from retrieval import service
 from retrieval.cache import RedisResultCache, cache_key
 from retrieval.deadline import Deadline
-from retrieval.pg_vector import PgVectorIndex
+from retrieval.pg.vector import PgVectorIndex
 from retrieval.query import parse_query
 from retrieval.types import CachedRanking
 from tests.conftest import first_search_answered

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.test import AsyncClient
 
 from retrieval.deadline import Deadline
-from retrieval.pg_lexical import PgLexicalIndex
-from retrieval.pg_statement import LISTINGS_TAG
+from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.statement import LISTINGS_TAG
 from retrieval.query import parse_query
 from retrieval.types import StageTimeoutError
 from tests.search_fixtures import statements_running

@@ -20,12 +20,13 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, Source, SourceRecord
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
-from retrieval import pg_vector, service
+from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
-from retrieval.pg import get_pool
-from retrieval.pg_vector import PgVectorIndex
+from retrieval.pg import vector as pg_vector
+from retrieval.pg.pool import get_pool
+from retrieval.pg.vector import PgVectorIndex
 from retrieval.query import parse_query
 from retrieval.types import DateFilter, SearchFilters
 from tests.conftest import first_search_answered

@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from retrieval import vocabulary
-from retrieval.pg_statement import VECTOR_TAG
+from retrieval.pg.statement import VECTOR_TAG
 from tests.conftest import eventually
 from tests.search_fixtures import (
     LEXICAL_TABLE,

@@ -1,5 +1,5 @@
 """Pinned statements per search, counted at the psycopg layer and told apart by the tag
-that opens each one's text (retrieval/pg_statement.py), as the admin pages' query counts
+that opens each one's text (retrieval/pg/statement.py), as the admin pages' query counts
 are pinned (tests/admin/test_query_counts.py): a stage that starts sending a statement per
 candidate, or a lookup that stops being cached, changes a count here."""
 

@@ -15,7 +15,7 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from retrieval import service
-from retrieval.pg_statement import VECTOR_TAG
+from retrieval.pg.statement import VECTOR_TAG
 from tests.search_fixtures import embeddings_locked, index_listings
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -25,7 +25,7 @@ from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
-from retrieval.pg import WARMING_CONNECTIONS
+from retrieval.pg.pool import WARMING_CONNECTIONS
 from retrieval.query import parse_query
 from retrieval.warming import run as warming_run
 from retrieval.warming.schedule import (

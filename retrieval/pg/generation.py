@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ingestion.models import Audience
 from retrieval.deadline import Deadline
-from retrieval.pg_statement import GENERATION_TAG, fetch_with_local_settings
+from retrieval.pg.statement import GENERATION_TAG, fetch_with_local_settings
 
 TTL_S = 1.0
 

@@ -11,7 +11,7 @@ waiting and goes on, and the task is cancelled behind it. Its clean-up (psycopg'
 request, the server's answer, the connection's return) gets `SEARCH_CLEANUP_BOUND_MS`;
 past that the task is cancelled again, which makes psycopg close the connection, the
 pool open another in its place, and the search pool treat Postgres as unreachable until a
-probe gets an answer (retrieval/pg.py).
+probe gets an answer (retrieval/pg/pool.py).
 """
 
 import asyncio
@@ -25,7 +25,7 @@ from psycopg.errors import QueryCanceled
 
 from retrieval import metrics
 from retrieval.deadline import Deadline
-from retrieval.pg import connection, has_prepared, server_stalled
+from retrieval.pg.pool import connection, has_prepared, server_stalled
 from retrieval.types import StageTimeoutError
 
 # How long past its deadline a statement may go unanswered before its caller stops

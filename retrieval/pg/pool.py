@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from retrieval import metrics
-from retrieval.pool_checkout import checked_out
+from retrieval.pg.checkout import checked_out
 
 logger = logging.getLogger(__name__)
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
@@ -169,7 +169,7 @@ def _lost(pool: AsyncConnectionPool) -> None:
 
 def server_stalled() -> None:
     """Postgres answered nothing, not even a cancel request, within a clean-up's bound
-    (retrieval/pg_statement.py): a frozen server is an outage too, and searches that find
+    (retrieval/pg/statement.py): a frozen server is an outage too, and searches that find
     no idle connection fail at once until the probe gets an answer."""
     pool = _pools.get(asyncio.get_running_loop())
     if pool is not None:

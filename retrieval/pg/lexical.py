@@ -35,8 +35,8 @@ from functools import cache
 from ingestion.models import Audience
 from retrieval.deadline import Deadline
 from retrieval.filters import DEFAULT_SHAPE, Shape, conditions, parameters, shape
-from retrieval.pg import prepare_on_connect
-from retrieval.pg_statement import LEXICAL_TAG, fetch_with_local_settings
+from retrieval.pg.pool import prepare_on_connect
+from retrieval.pg.statement import LEXICAL_TAG, fetch_with_local_settings
 from retrieval.query import requires_every_term
 from retrieval.types import Candidate, LexicalResult, Query
 

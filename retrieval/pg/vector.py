@@ -18,7 +18,7 @@ from django.conf import settings
 
 from retrieval.deadline import Deadline
 from retrieval.filters import DEFAULT_SHAPE, Shape, conditions, needs_listing, parameters, shape
-from retrieval.pg_statement import VECTOR_TAG, fetch_with_local_settings
+from retrieval.pg.statement import VECTOR_TAG, fetch_with_local_settings
 from retrieval.types import DEFAULT_FILTERS, Candidate, SearchFilters
 
 # The generation and the dimension are inlined as literals: only then can the planner match
