@@ -46,7 +46,7 @@ from retrieval.query import BadQueryError, parse_query
 from retrieval.search import answer
 from retrieval.service import budget_policy, dependencies, searchable_generation_id
 from retrieval.types import Reason, StageTimeoutError
-from retrieval.views import bad_request, outcome_json, timings_json, unavailable
+from retrieval.web.api import bad_request, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's
 # deadline, which `evaluate` and the sweep's reference run use.

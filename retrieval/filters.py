@@ -17,10 +17,10 @@ from django.utils import timezone
 
 from ingestion.models import Source
 from ingestion.text import normalise
-from retrieval.api_types import MAX_VENUE_CHARS
 from retrieval.dates import parse_dates
 from retrieval.query import BadQueryError
 from retrieval.types import DEFAULT_FILTERS, SearchFilters
+from retrieval.web.api_types import MAX_VENUE_CHARS
 
 KINDS = tuple(Source.Kind.values)
 

@@ -1,6 +1,6 @@
 """The search, the use case: one query by one deadline, the page of listings it shows,
-and how both are told to people. The public API and the page (retrieval/views.py,
-retrieval/page.py) run it through `search`, which counts; the evaluation API through
+and how both are told to people. The public API and the page (retrieval/web/api.py,
+retrieval/web/page.py) run it through `search`, which counts; the evaluation API through
 `answer`, which does not, so that every answer is made one way."""
 
 import asyncio

@@ -1,6 +1,8 @@
 from django.urls import path
 
-from retrieval import ops_page, page, views
+from retrieval import ops_page
+from retrieval.web import api as views
+from retrieval.web import page
 
 urlpatterns = [
     path("", page.search_page, name="search-page"),

@@ -1,6 +1,6 @@
 """What a request whose database stopped answering gets: a 503 that says so in plain
 words, with Retry-After, instead of Django's 500 page for an unhandled error. A search's
-own statements never get here (the search answers by its deadline, retrieval/views.py);
+own statements never get here (the search answers by its deadline, retrieval/web/api.py);
 the admin's, the editorial API's and the health checks' do, once their round trip is
 broken off (searchsite/stalled_database.py) or their connection attempt gives up."""
 

@@ -47,7 +47,7 @@ from django.urls import reverse, set_script_prefix
 from retrieval import arrival, metrics
 from retrieval.service import front_door
 from retrieval.types import Reason
-from retrieval.views import RETRY_AFTER_S
+from retrieval.web.api import RETRY_AFTER_S
 
 # The search URLs' names, and the surface each is counted as.
 SEARCHES = (("search-page", "page"), ("search-api", "api"))
@@ -172,7 +172,7 @@ async def _too_large(send: Any) -> None:
 
 
 # What a search turned away at the door gets: fixed bytes, so that refusing costs nothing.
-# The API's is its usual 503 body (retrieval/api_types.py UnavailableBody).
+# The API's is its usual 503 body (retrieval/web/api_types.py UnavailableBody).
 _BUSY_API = json.dumps(
     {"error": "the search is busy; try again shortly", "reasons": [Reason.OVERLOADED]}
 ).encode()

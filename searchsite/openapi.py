@@ -2,7 +2,7 @@
 from it, `GET /api/docs`.
 
 Invariant: the document is generated from the types the views build their bodies as
-(retrieval/api_types.py, ingestion/api_types.py) and from the search's parameter
+(retrieval/web/api_types.py, ingestion/api_types.py) and from the search's parameter
 declaration, never kept by hand; it is built once per process, on its first request, so
 no search request pays for it (nor imports a framework: the views stay plain Django)."""
 
@@ -19,14 +19,14 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaV
 
 from ingestion.api import MAX_BODY_BYTES, MAX_RECORDS
 from ingestion.api_types import EditorialRecord, ErrorBody, RecordsBody, RecordsEnvelope
-from retrieval.api_types import (
+from retrieval.web.api import RETRY_AFTER_S
+from retrieval.web.api_types import (
     BadParameterBody,
     Parameter,
     SearchBody,
     UnavailableBody,
     search_parameters,
 )
-from retrieval.views import RETRY_AFTER_S
 from searchsite import openapi_docs
 
 OPENAPI_VERSION = "3.1.0"

@@ -267,9 +267,9 @@ def listings_locked_before_reading(test_database_url: str, monkeypatch: pytest.M
     read. The stages read that table too, so only a lock taken in between stalls the read
     alone: the one seam injected, in both places listings are read (the page's lexical
     preview reads them too, before the search's final read)."""
-    from retrieval import page
     from retrieval import search as searching
     from retrieval.pg.hydrate import ListingView, hydrate
+    from retrieval.web import page
     from tests.search_fixtures import LEXICAL_TABLE, tables_locked
 
     async def behind_a_lock(*args: Any, **kwargs: Any) -> list[ListingView]:

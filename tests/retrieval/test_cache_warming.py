@@ -14,10 +14,10 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from resilience.redis_clients import get_redis
 from retrieval import service
-from retrieval.api_types import SearchBody
 from retrieval.cache import cache_key
 from retrieval.hybrid import writes_done
 from retrieval.query import parse_query
+from retrieval.web.api_types import SearchBody
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.scraping import scrape
 from tests.search_fixtures import embeddings_locked, index_listings, search_json

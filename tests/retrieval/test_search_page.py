@@ -1,4 +1,4 @@
-"""The search page (retrieval/page.py) end to end on real Postgres, pgvector, Valkey and the
+"""The search page (retrieval/web/page.py) end to end on real Postgres, pgvector, Valkey and the
 real model: its states, and its progressive response (the lexical preview streamed first
 while the vector stage still runs, the final results after it)."""
 

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 from ingestion.api_types import EditorialRecord, PollCounts
 from ingestion.models import Poll, Source
 from ingestion.parsers import editorial
-from retrieval.api_types import SOURCE_KINDS, SourceKind, search_parameters
+from retrieval.web.api_types import SOURCE_KINDS, SourceKind, search_parameters
 from searchsite.openapi import MEDIA_TYPE, openapi_document
 from tests.search_fixtures import LEXICAL_TABLE, VECTOR_TABLE, index_listings, tables_locked
 

@@ -1,6 +1,6 @@
 """What the search page's templates get: the form as filled in, a results section (the
 lexical preview or the final answer), the states around them (400, 503). Plain functions of
-the request and the search's values, so the page's view (retrieval/page.py) only decides
+the request and the search's values, so the page's view (retrieval/web/page.py) only decides
 what to send when.
 
 Times and provenance are written by retrieval.presentation, as the API writes them."""
@@ -13,10 +13,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from retrieval import search as searching
-from retrieval import views
 from retrieval.pg.hydrate import ListingView
 from retrieval.query import BadQueryError
 from retrieval.types import Query, SearchOutcome
+from retrieval.web import api as views
 
 # The page's filters, as the API takes them (value, label); the first `when` is the default.
 WHEN_CHOICES = [

@@ -30,19 +30,19 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from retrieval import search as searching
-from retrieval import views
 from retrieval.deadline import Deadline
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError
-from retrieval.page_context import (
+from retrieval.pg.hydrate import ListingView, hydrate
+from retrieval.query import BadQueryError
+from retrieval.types import Candidate, Query, StageTimeoutError
+from retrieval.web import api as views
+from retrieval.web.page_context import (
     error_context,
     form_context,
     preview_context,
     results_context,
     unanswered_context,
 )
-from retrieval.pg.hydrate import ListingView, hydrate
-from retrieval.query import BadQueryError
-from retrieval.types import Candidate, Query, StageTimeoutError
 
 # The parts every page is made of, in order; a streamed page sends the first two first.
 _START, _RESULTS, _END = (

@@ -15,15 +15,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from retrieval import arrival
-from retrieval.api_types import (
-    BadParameterBody,
-    ResultBody,
-    SearchBody,
-    SourceBody,
-    SourceKind,
-    Stage,
-    UnavailableBody,
-)
 from retrieval.deadline import Deadline, SearchDeadline, parse_caller_timeout
 from retrieval.filters import parse_filters
 from retrieval.hybrid import (
@@ -35,6 +26,15 @@ from retrieval.query import BadQueryError, parse_page, parse_query
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy
 from retrieval.types import Query, Reason, SearchOutcome
+from retrieval.web.api_types import (
+    BadParameterBody,
+    ResultBody,
+    SearchBody,
+    SourceBody,
+    SourceKind,
+    Stage,
+    UnavailableBody,
+)
 
 RETRY_AFTER_S = 1
 
