@@ -1,11 +1,9 @@
 from django.urls import path
 
-from retrieval import ops_page
 from retrieval.web import api as views
 from retrieval.web import page
 
 urlpatterns = [
     path("", page.search_page, name="search-page"),
     path("api/search", views.search_api, name="search-api"),
-    path("ops/", ops_page.ops_page, name="ops-page"),
 ]

@@ -41,8 +41,8 @@ _freeze_the_loaded_heap()
 
 
 def _record_rollups() -> None:
-    # The ops page's history: this process's per-minute roll-ups (retrieval/rollup_writer.py).
-    from retrieval.rollup_writer import start_in_this_process
+    # The ops page's history: this process's per-minute roll-ups (ops/rollup_writer.py).
+    from ops.rollup_writer import start_in_this_process
 
     start_in_this_process()
 

@@ -95,17 +95,17 @@ _register_heartbeat()
 
 
 # The ops page's history: each pool process writes its own per-minute roll-ups
-# (retrieval/rollup_writer.py), from its start (threads do not survive the fork) to its end.
+# (ops/rollup_writer.py), from its start (threads do not survive the fork) to its end.
 @signals.worker_process_init.connect
 def _start_rollups(**_: object) -> None:
-    from retrieval.rollup_writer import start_in_this_process
+    from ops.rollup_writer import start_in_this_process
 
     start_in_this_process()
 
 
 @signals.worker_process_shutdown.connect
 def _stop_rollups(**_: object) -> None:
-    from retrieval.rollup_writer import stop_this_process
+    from ops.rollup_writer import stop_this_process
 
     stop_this_process()
 

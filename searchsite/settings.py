@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "ingestion",
     "retrieval",
     "evaluation",
+    "ops",
 ]
 
 # Django's and django-prometheus's own middleware, run on the event loop for async

@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/editorial/records", post_records, name="editorial-records"),
     path("", include("evaluation.urls")),
     path("", include("retrieval.urls")),
+    path("", include("ops.urls")),
     # After the search's own patterns, so resolving a search tries not one more.
     path("api/schema", openapi.schema, name="api-schema"),
     path("api/docs", openapi.docs, name="api-docs"),

@@ -1,26 +1,22 @@
-"""Who the ops page is for, and who not: an `ops` member (the group and its permission as
-ingestion/migrations/0009 makes them, made here if that migration is not in), a staff
-member without the permission, and a superuser."""
+"""Who the ops page is for, and who not: an `ops` member (the group with the ops app's
+permission, made here if a flushed test database lost it), a staff member without the
+permission, and a superuser."""
 
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 
-from ingestion.models import Source
+from ops.models import MetricRollup
 
 PASSWORD = "a long passphrase"
 
 
 def ops_permission() -> Permission:
-    found = Permission.objects.filter(
-        codename="view_ops_page", content_type__app_label="ingestion"
-    ).first()
-    if found is not None:
-        return found
-    return Permission.objects.create(
+    permission, _ = Permission.objects.get_or_create(
         codename="view_ops_page",
-        name="Can view the ops page",
-        content_type=ContentType.objects.get_for_model(Source),
+        content_type=ContentType.objects.get_for_model(MetricRollup),
+        defaults={"name": "Can view the ops page"},
     )
+    return permission
 
 
 def ops_member(username: str = "olga") -> User:

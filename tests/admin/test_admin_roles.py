@@ -89,7 +89,7 @@ def test_editors_hold_no_token_generation_delete_or_ops_permission() -> None:
         "ingestion.change_indexgeneration",
         "ingestion.delete_listing",
         "ingestion.delete_source",
-        "ingestion.view_ops_page",
+        "ops.view_ops_page",
         "auth.view_user",
     ):
         assert not user.has_perm(permission), permission
@@ -132,7 +132,7 @@ def test_it_offers_ops_every_ingestion_model_and_no_users(ops: Client) -> None:
         "ingestion.quarantineditem",
         "ingestion.source",
         "ingestion.sourcerecord",
-        "ops.opspage",  # the ops page's link (retrieval/admin.py)
+        "ops.opspage",  # the ops page's link (ops/admin.py)
     }
     assert ops.get(reverse("admin:auth_user_changelist")).status_code == 403
 
@@ -178,7 +178,7 @@ def test_an_action_ops_post_anyway_changes_nothing(
 
 def test_ops_run_generations_and_see_the_ops_page() -> None:
     user = member_of(OPS)
-    assert user.has_perms(["ingestion.change_indexgeneration", "ingestion.view_ops_page"])
+    assert user.has_perms(["ingestion.change_indexgeneration", "ops.view_ops_page"])
     assert user.has_perm("ingestion.view_apitoken")
     for permission in ("ingestion.change_listing", "ingestion.merge_listing", "auth.view_user"):
         assert not user.has_perm(permission), permission

@@ -1,4 +1,4 @@
-"""The ops page (retrieval/ops_page.py): who may open it, and that it shows what searches
+"""The ops page (ops/page.py): who may open it, and that it shows what searches
 just did, a degraded one included, from the roll-ups this process flushes as the page
 loads. Through the real view, Postgres, Valkey and the real model."""
 
@@ -17,9 +17,9 @@ from evaluation.models import EvaluationRun, EvaluationSet
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.generations import ensure_active_generation
 from ingestion.models import Listing, QuarantinedItem, Source
-from retrieval import rollup_writer
-from retrieval.ops_history import interpolated
-from retrieval.rollup_writer import RollupWriter
+from ops import rollup_writer
+from ops.history import interpolated
+from ops.rollup_writer import RollupWriter
 from tests import factories, ops_personas
 from tests.conftest import SHORT_TIMEOUT_MS
 from tests.search_fixtures import embeddings_locked, search_json

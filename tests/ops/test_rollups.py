@@ -1,4 +1,4 @@
-"""The per-minute roll-ups (retrieval/rollups.py, retrieval/rollup_writer.py): what a
+"""The per-minute roll-ups (ops/rollups.py, ops/rollup_writer.py): what a
 flush writes, in how many statements, under which minute, and what it deletes. The clock
 is injected; the counters are the real ones, in series of their own (a query class no
 search has), so other tests' counts never land in these."""
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from pytest_django import DjangoAssertNumQueries
 
-from retrieval import metrics, rollup_writer
-from retrieval.models import MetricRollup
-from retrieval.rollup_writer import RollupWriter
+from ops import rollup_writer
+from ops.models import MetricRollup
+from ops.rollup_writer import RollupWriter
+from retrieval import metrics
 
 pytestmark = pytest.mark.django_db
 
@@ -134,7 +135,8 @@ _COUNT_AND_READ = """
 import json, sys
 import django
 django.setup()
-from retrieval import metrics, rollups
+from retrieval import metrics
+from ops import rollups
 metrics.COMPLETED.labels(**json.loads(sys.argv[1])).inc(int(sys.argv[2]))
 print(rollups.read(rollups.COUNTED)[("retrieval_completed_total", sys.argv[1])])
 """

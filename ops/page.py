@@ -1,7 +1,7 @@
 """GET /ops/: how search degrades and how fresh the index is, over the last hour (per
 minute) and the last day (per quarter hour), for superusers and members of the `ops`
-group (permission `ingestion.view_ops_page`). Works without Prometheus: the charts read
-the per-minute roll-ups every process writes into Postgres (retrieval/rollups.py), and
+group (permission `ops.view_ops_page`). Works without Prometheus: the charts read
+the per-minute roll-ups every process writes into Postgres (ops/rollups.py), and
 the state panel reads the database and Redis when the page loads.
 
 This process's own current minute is flushed first, so its latest searches show at once;
@@ -21,12 +21,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ingestion.models import Source
-from retrieval import ops_history, ops_state, rollup_writer
-from retrieval.ops_charts import Chart, line_chart
-from retrieval.ops_history import History, Pick
+from ops import history as ops_history
+from ops import rollup_writer
+from ops import state as ops_state
+from ops.charts import Chart, line_chart
+from ops.history import History, Pick
 from retrieval.types import Mode
 
-PERMISSION = "ingestion.view_ops_page"
+PERMISSION = "ops.view_ops_page"
 SHED = "503 (no answer in time, or shed)"
 
 
@@ -56,7 +58,7 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
     context = {"sections": sections, "now": ops_state.read_now(), "at": now}
-    return render(request, "retrieval/ops.html", context)
+    return render(request, "ops/ops.html", context)
 
 
 def section(history: History) -> Section:

@@ -1,5 +1,5 @@
 """The background flusher: once a minute (on the minute), and when the process stops, this
-process's metric increases (retrieval/rollups.py) go to Postgres in one statement, which
+process's metric increases (ops/rollups.py) go to Postgres in one statement, which
 also deletes the rows past the retention. Never on the search path: searches only
 increment their in-memory counters, as they always did; a thread reads them.
 
@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from retrieval import rollups
+from ops import rollups
 
 logger = logging.getLogger(__name__)
 

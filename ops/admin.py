@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
 
-from retrieval.ops_page import may_see
+from ops.page import may_see
 
 _apps_of = admin.site.get_app_list
 

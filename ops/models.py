@@ -2,11 +2,11 @@ from django.db import models
 
 
 class MetricRollup(models.Model):
-    """One minute's increase of one series of one process's metrics (retrieval/rollups.py):
+    """One minute's increase of one series of one process's metrics (ops/rollups.py):
     how many searches answered in a mode, how many fell in a latency bucket, ... Rows of
     the same minute and series from several processes (or several flushes) add up; a
     gauge's rows (the vector breaker) are read with max. Rows older than the retention
-    are deleted by the flushes themselves (retrieval/rollup_writer.py)."""
+    are deleted by the flushes themselves (ops/rollup_writer.py)."""
 
     id = models.BigAutoField(primary_key=True)
     minute = models.DateTimeField()
@@ -15,8 +15,12 @@ class MetricRollup(models.Model):
     value = models.FloatField()
 
     class Meta:
+        # The table and its index keep the names they were made with (the model moved
+        # here from retrieval; ops/migrations/0001 says how).
         db_table = "retrieval_metric_rollup"
         indexes = [models.Index(fields=["minute"], name="retrieval_rollup_minute")]
+        # The ops page is no model; its permission sits on the figures it shows.
+        permissions = [("view_ops_page", "Can view the ops page")]
 
     def __str__(self) -> str:
         return f"{self.metric}{self.labels} at {self.minute:%H:%M}: {self.value:g}"

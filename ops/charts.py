@@ -1,6 +1,6 @@
 """The ops page's charts as inline SVG, drawn on the server: no script, no external asset,
 nothing a Content-Security-Policy without 'unsafe-inline' refuses (colours come from
-classes in retrieval/static/retrieval/ops.css, never a style attribute).
+classes in ops/static/ops/ops.css, never a style attribute).
 
 Each chart carries its own words for those who cannot see it: a `<title>` and a `<desc>`
 that says what each line did, and the figures as a table."""
@@ -37,7 +37,7 @@ class Chart:
     objective: tuple[float, str] | None
     headers: list[str]
     rows: list[list[str]]
-    # The frame, for the template (retrieval/templates/retrieval/ops_chart.html).
+    # The frame, for the template (ops/templates/ops/ops_chart.html).
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT

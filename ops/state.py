@@ -1,19 +1,16 @@
 """What the ops page reads from the shared state when it is loaded, not from the
 roll-ups: it belongs to no process (the active generation, the quarantine, the embedding
-backlog, the vector breaker's shared state), so every process would only repeat it.
+backlog, the vector breaker's shared state, the latest recall guardrail), so every
+process would only repeat it."""
 
-The latest recall guardrail is measured by `evaluation`, which sits above this package: it
-hands its reader in (`read_guardrail_with`), so nothing here imports it."""
-
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db.models import Count, Exists, F, Min, OuterRef
 from django.utils import timezone
 
 from ingestion.generations import with_progress
 from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbedding, QuarantinedItem
+from ops.guardrail import Guardrail, latest_guardrail
 from resilience.breaker import State
 from retrieval.service import vector_breaker
 
@@ -38,31 +35,12 @@ class Backlog:
 
 
 @dataclass(frozen=True)
-class Guardrail:
-    finished_at: datetime
-    queries: int
-    recall_by_mode: dict[str, float]
-
-
-@dataclass(frozen=True)
 class Now:
     breaker: State
     generation: Generation | None
     backlog: list[Backlog]
     quarantine: dict[str, int]  # open items by source kind
     guardrail: Guardrail | None
-
-
-def _no_guardrail() -> Guardrail | None:
-    return None
-
-
-_guardrail = _no_guardrail  # until evaluation hands its reader in, at start-up
-
-
-def read_guardrail_with(reader: Callable[[], Guardrail | None]) -> None:
-    global _guardrail
-    _guardrail = reader
 
 
 def read_now() -> Now:
@@ -72,7 +50,7 @@ def read_now() -> Now:
         generation=generation,
         backlog=_backlog(generation),
         quarantine=_quarantine(),
-        guardrail=_guardrail(),
+        guardrail=latest_guardrail(),
     )
 
 

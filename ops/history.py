@@ -1,4 +1,4 @@
-"""The ops page's history: the roll-ups of every process (retrieval/rollups.py), summed
+"""The ops page's history: the roll-ups of every process (ops/rollups.py), summed
 into the buckets of a window (a minute for the last hour, a quarter of an hour for the
 last day), in one statement per window.
 
