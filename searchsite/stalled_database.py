@@ -61,16 +61,22 @@ class _Watchdog:
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def watch(self, watched: _Watched) -> int:
+    def start(self) -> None:
+        """Its thread running (once per process: a thread started later, under a stall,
+        would look like one the stall made)."""
         with self._lock:
-            token = next(self._tokens)
-            self._watched[token] = watched
-            heapq.heappush(self._due, (time.monotonic() + watched.seconds, token))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="stalled-database", daemon=True
                 )
                 self._thread.start()
+
+    def watch(self, watched: _Watched) -> int:
+        self.start()
+        with self._lock:
+            token = next(self._tokens)
+            self._watched[token] = watched
+            heapq.heappush(self._due, (time.monotonic() + watched.seconds, token))
             self._lock.notify()
             return token
 
@@ -142,6 +148,7 @@ def enable() -> None:
     statements are bounded by Celery's time limits)."""
     global _enabled  # one switch per process, thrown once at start-up
     _enabled = True
+    _watchdog.start()
 
 
 @contextmanager
