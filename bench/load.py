@@ -54,7 +54,7 @@ from stack import (
 )
 
 SEARCH_PATH = "/api/search"
-# Tenths near the knee, which sat between 0.5 and 0.75 (session 10): a coarser ramp
+# Tenths near the knee, which sat between 0.5 and 0.75: a coarser ramp
 # reports the step below it, however close it came.
 DEFAULT_MULTIPLES = "0.25,0.5,0.6,0.7,0.8,0.9,1,1.5,2,3,4"
 QUERY_CACHE = 4096  # the web process's query-embedding cache (ingestion/embedding)
