@@ -3,7 +3,6 @@ event loop's tasks (its /metrics, sampled every retrieval.pg.pool.SAMPLE_S), the
 is still cleaning up, and its threads. For fault tests that check a fault left nothing
 behind; the app must run one web process (WEB_PROCESSES=1)."""
 
-import re
 import time
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ import psutil
 from retrieval.pg.pool import SAMPLE_S, SEARCH_CONNECTIONS
 from tests.conftest import wait_until
 from tests.live_app import LiveApp
+from tests.scraping import Scrape
 
 
 @dataclass(frozen=True)
@@ -23,20 +23,13 @@ class Vitals:
     threads: int
 
 
-def _sum(text: str, name: str) -> float:
-    """The sum of `name`'s samples for the web process's search pool (not the one its
-    warm-up uses)."""
-    pattern = re.compile(rf"^{name}\{{([^}}]*)\}} (\S+)$", re.MULTILINE)
-    mine = f'connections="{SEARCH_CONNECTIONS}"'
-    return sum(float(value) for labels, value in pattern.findall(text) if mine in labels)
-
-
 def vitals(app: LiveApp) -> Vitals:
-    text = httpx.get(f"{app.url}/metrics", timeout=10).text
+    scraped = Scrape(httpx.get(f"{app.url}/metrics", timeout=10).text)
+    mine = {"connections": SEARCH_CONNECTIONS}  # not the pool its warm-up uses
     return Vitals(
-        _sum(text, "retrieval_pool_connections"),
-        _sum(text, "retrieval_event_loop_tasks"),
-        float(re.findall(r"^retrieval_statements_abandoned (\S+)$", text, re.MULTILINE)[0]),
+        scraped.total("retrieval_pool_connections", **mine),
+        scraped.total("retrieval_event_loop_tasks", **mine),
+        scraped.value("retrieval_statements_abandoned"),
         psutil.Process(app.process.pid).num_threads(),
     )
 

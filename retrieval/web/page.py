@@ -35,7 +35,7 @@ from retrieval.hybrid import CallerDeadlineError, NoAnswerError
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.query import BadQueryError
 from retrieval.types import Candidate, Query, StageTimeoutError
-from retrieval.web import api as views
+from retrieval.web import api
 from retrieval.web.page_context import (
     error_context,
     form_context,
@@ -84,7 +84,7 @@ async def search_page(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
     if not request.GET.get("q"):
         return _page(request, form, None, status=200)
     try:
-        query, caller_timeout_ms = views.parse_search(request)
+        query, caller_timeout_ms = api.parse_search(request)
     except BadQueryError as exc:
         return _page(request, form | error_context(exc), None, status=400)
     return await _progressive(request, form, query, caller_timeout_ms)
@@ -93,7 +93,7 @@ async def search_page(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
 async def _progressive(
     request: HttpRequest, form: dict[str, Any], query: Query, caller_timeout_ms: float | None
 ) -> HttpResponse | StreamingHttpResponse:
-    deadline = views.request_deadline(request, caller_timeout_ms)
+    deadline = api.request_deadline(request, caller_timeout_ms)
     preview = _Preview(query, deadline.end)
     # A later page has no preview: the lexical ranking's slice is not the final one's.
     watcher = preview.start if query.page == 1 else None
@@ -127,7 +127,7 @@ def _final_page(
         status = 503 if isinstance(exc, NoAnswerError) else 504
         response = _page(request, form, unanswered_context(), status=status)
         # The page tells a browser or crawler when to come back, as the API does.
-        response["Retry-After"] = str(views.RETRY_AFTER_S)
+        response["Retry-After"] = str(api.RETRY_AFTER_S)
         return response
     return _page(request, form, results_context(request, query, shown), status=200)
 

@@ -16,7 +16,7 @@ from retrieval import search as searching
 from retrieval.pg.hydrate import ListingView
 from retrieval.query import BadQueryError
 from retrieval.types import Query, SearchOutcome
-from retrieval.web import api as views
+from retrieval.web import api
 
 # The page's filters, as the API takes them (value, label); the first `when` is the default.
 WHEN_CHOICES = [
@@ -129,7 +129,7 @@ def _section(
 
 
 def unanswered_context() -> dict[str, Any]:
-    return {"section": "final", "unavailable": True, "retry_after_s": views.RETRY_AFTER_S}
+    return {"section": "final", "unavailable": True, "retry_after_s": api.RETRY_AFTER_S}
 
 
 def _shown(view: ListingView, stages: set[str], now: datetime) -> ShownListing:
