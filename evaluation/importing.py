@@ -36,7 +36,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch, pending_count
 from ingestion.models import Audience, Poll, Source
 from ingestion.polling import ingest_payload
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 
 CHUNK_SIZE = 500
 # Long enough to say what the document is about, short enough to read as a title.

@@ -28,18 +28,18 @@ import numpy as np
 import numpy.typing as npt
 
 from retrieval import metrics
-from retrieval.admission import AdmissionLimit
-from retrieval.breaker_gate import NeverOpen
+from retrieval.bounds.admission import AdmissionLimit
+from retrieval.bounds.breaker_gate import NeverOpen
+from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.cache import cache_key
-from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.hybrid import Dependencies, NoAnswerError, hybrid_search, writes_done
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.hydrate import hydrate
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.pool import close_pool
 from retrieval.pg.vector import PgVectorIndex
-from retrieval.query import parse_query
-from retrieval.query_embedder import OnnxQueryEmbedder
+from retrieval.query.embedder import OnnxQueryEmbedder
+from retrieval.query.parse import parse_query
 from retrieval.service import searchable_generation_id
 from retrieval.types import (
     DEFAULT_FILTERS,

@@ -2,7 +2,7 @@
 scored, sliced and kept (`EvaluationRun`).
 
 Slices:
-- `query_class`: the class `retrieval.query.query_class` gives each query's text (the
+- `query_class`: the class `retrieval.query.parse.query_class` gives each query's text (the
   metrics label), so a path's weakness on one shape of query is not averaged away;
 - `freshness`: the same rankings scored against the *fresh* relevant documents only (the
   set's listings made in the last N minutes, or by default its newest tenth: those the
@@ -26,7 +26,7 @@ from evaluation.metrics import Figures, PathScores, Run, score_paths, slice_by
 from evaluation.models import EvaluationRun, EvaluationSet
 from evaluation.paths import ALL_PATHS, CACHE_WITHOUT_MERGE, PATHS, EvaluationSearch, run_paths
 from ingestion.models import Listing, SourceRecord
-from retrieval.query import query_class
+from retrieval.query.parse import query_class
 
 FRESH_FRACTION = 0.1
 

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from ingestion.api import MAX_RECORDS
 from ingestion.models import Audience, Listing, Source, SourceRecord
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 
 RECORDS_PATH: Final = "/api/editorial/records"
 STREAM_SOURCE: Final = "evaluation: sweep stream"

@@ -36,13 +36,13 @@ from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
 from retrieval import metrics
-from retrieval.breaker_gate import BreakerGate
-from retrieval.deadline import Deadline, SearchDeadline
+from retrieval.bounds.breaker_gate import BreakerGate
+from retrieval.bounds.deadline import Deadline, SearchDeadline
 from retrieval.hybrid import Dependencies, NoAnswerError
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.statement import fetch_with_local_settings
-from retrieval.query import BadQueryError, parse_query
+from retrieval.query.parse import BadQueryError, parse_query
 from retrieval.search import answer
 from retrieval.service import budget_policy, dependencies, searchable_generation_id
 from retrieval.types import Reason, StageTimeoutError

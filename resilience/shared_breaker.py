@@ -282,7 +282,7 @@ class SharedBreaker:
         cool-down, exactly one caller across all processes is let through as the half-open
         probe. With `reconnect` False, a process in an outage answers from its own breaker
         without trying Redis again (an event loop leaves that to a thread: see
-        retrieval/breaker_gate.py)."""
+        retrieval/bounds/breaker_gate.py)."""
         now = self._clock()
         if self._outage is None:
             known = self._in_redis.known_verdict(now)

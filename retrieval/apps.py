@@ -5,4 +5,4 @@ class RetrievalConfig(AppConfig):
     name = "retrieval"
 
     def ready(self) -> None:
-        from retrieval import checks  # noqa: F401  (registers the system checks)
+        from retrieval.bounds import checks  # noqa: F401  (registers the system checks)

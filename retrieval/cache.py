@@ -25,7 +25,7 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from resilience import redis_keys
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.types import CachedRanking, Query
 
 log = logging.getLogger(__name__)

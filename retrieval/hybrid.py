@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from retrieval import metrics
+from retrieval.bounds.deadline import Deadline, SearchDeadline
 from retrieval.cache import cache_key
-from retrieval.deadline import Deadline, SearchDeadline
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.protocols import (
     Admission,

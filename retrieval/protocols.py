@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.types import (
     DEFAULT_FILTERS,
     CachedRanking,

@@ -13,8 +13,7 @@ from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
 from retrieval import metrics
-from retrieval.deadline import SearchDeadline
-from retrieval.filters import site_zone
+from retrieval.bounds.deadline import SearchDeadline
 from retrieval.hybrid import (
     CallerDeadlineError,
     Dependencies,
@@ -24,6 +23,7 @@ from retrieval.hybrid import (
 )
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
+from retrieval.query.filters import site_zone
 from retrieval.service import dependencies
 from retrieval.types import Query, Reason, SearchOutcome, StageTimeoutError
 

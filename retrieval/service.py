@@ -10,16 +10,16 @@ from resilience.breaker import policy_from_settings
 from resilience.redis_clients import breaker_redis_client
 from resilience.shared_breaker import SharedBreaker
 from resilience.token_bucket import TokenBucket
-from retrieval.admission import AdmissionLimit
-from retrieval.breaker_gate import BreakerGate
+from retrieval.bounds.admission import AdmissionLimit
+from retrieval.bounds.breaker_gate import BreakerGate
+from retrieval.bounds.deadline import BudgetPolicy, Deadline
+from retrieval.bounds.door import Door
 from retrieval.cache import RedisResultCache
-from retrieval.deadline import BudgetPolicy, Deadline
-from retrieval.door import Door
 from retrieval.hybrid import Dependencies
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.vector import PgVectorIndex
-from retrieval.query_embedder import OnnxQueryEmbedder
+from retrieval.query.embedder import OnnxQueryEmbedder
 from retrieval.warming.schedule import schedule_warming_unless
 
 _generations = GenerationLookup()

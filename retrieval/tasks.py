@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 from retrieval.warming import run as warming_run
 
 

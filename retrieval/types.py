@@ -46,7 +46,7 @@ _NAMED = {
 
 @dataclass(frozen=True)
 class DateFilter:
-    """Which listings a search may return by their dates (retrieval/dates.py makes one
+    """Which listings a search may return by their dates (retrieval/query/dates.py makes one
     from a request's `when`, `from` and `to`); bounds are held in UTC.
 
     (In UTC because two aware datetimes of one zone compare by wall time, fold ignored:

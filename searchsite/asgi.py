@@ -19,7 +19,7 @@ application = SearchASGIHandler()
 
 
 def _load_query_model() -> None:
-    from retrieval.warm_up import load_query_model
+    from retrieval.warming.warm_up import load_query_model
 
     load_query_model()
 

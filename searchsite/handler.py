@@ -21,8 +21,8 @@ the cache that a stalled Redis can hold up, and on the shared thread it would ho
 search of the process. So does every other path, so that a slow synchronous admin view
 never queues another request.
 
-Every search request is stamped with its arrival (retrieval/arrival.py), the instant its
-deadline counts from, and passes the process's front door (retrieval/door.py): past the
+Every search request is stamped with its arrival (retrieval/bounds/arrival.py), the instant its
+deadline counts from, and passes the process's front door (retrieval/bounds/door.py): past the
 bound on searches in flight it is answered 503 here, before Django's request machinery
 runs, in a small fixed body.
 
@@ -44,7 +44,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import reverse, set_script_prefix
 
-from retrieval import arrival, metrics
+from retrieval import metrics
+from retrieval.bounds import arrival
 from retrieval.service import front_door
 from retrieval.types import Reason
 from retrieval.web.api import RETRY_AFTER_S

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 from ingestion.embedding_lag import TIMEOUT, embedding_lag
 from ingestion.generations import active_generation
 from resilience.redis_clients import get_redis
-from retrieval import warm_up
+from retrieval.warming import warm_up
 from searchsite.heartbeat import newest_age_s
 
 

@@ -243,7 +243,7 @@ DEDUP_VENUE_SIMILARITY = env_float("DEDUP_VENUE_SIMILARITY", 0.3)
 
 # Search: one deadline per request (the latency objective), a reserve for fusion and
 # serialisation, and a smaller budget for the vector stage (query embedding + ANN search).
-# Invariants are Django system checks (retrieval/checks.py).
+# Invariants are Django system checks (retrieval/bounds/checks.py).
 SEARCH_DEADLINE_MS = env_float("SEARCH_DEADLINE_MS", 150.0)
 SEARCH_CALLER_TIMEOUT_CAP_MS = env_float("SEARCH_CALLER_TIMEOUT_CAP_MS", 1000.0)
 SEARCH_RESERVE_MS = env_float("SEARCH_RESERVE_MS", 15.0)
@@ -280,10 +280,10 @@ METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/
 METRICS_BEARER_TOKEN = env_optional("METRICS_BEARER_TOKEN")
 SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
 # Search requests one web process serves at once; past it the door answers 503 at once
-# (retrieval/door.py). Chosen by measurement, docs/reliability.md.
+# (retrieval/bounds/door.py). Chosen by measurement, docs/reliability.md.
 SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
 # A proxy in front that stamps X-Request-Start (and strips the clients' own): only then
-# may a search's deadline count from the proxy's receipt (retrieval/arrival.py).
+# may a search's deadline count from the proxy's receipt (retrieval/bounds/arrival.py).
 SEARCH_TRUST_X_REQUEST_START = env_bool("SEARCH_TRUST_X_REQUEST_START", False)
 # Search connections per pool, at most; a web process opens them all before it takes
 # traffic and keeps them (retrieval/pg/pool.py, fill_pool): as many as the searches the door

@@ -136,7 +136,7 @@ def _prepare_metrics_dir() -> None:
 
 def _wait_until_ready(port: int, children: list[Child], stopping: threading.Event) -> None:
     """Until the web server answers /healthz/ready (its first probe warms its own event
-    loop: retrieval/warm_up.py), a child exits, or Ctrl-C; at most READY_TIMEOUT_S."""
+    loop: retrieval/warming/warm_up.py), a child exits, or Ctrl-C; at most READY_TIMEOUT_S."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline and not stopping.is_set():
         if any(child.process.poll() is not None for child in children):

@@ -14,7 +14,7 @@ urlpatterns = [
     path("static/<path:path>", static_files.serve, name="static"),
     path("api/editorial/records", post_records, name="editorial-records"),
     path("", include("evaluation.urls")),
-    path("", include("retrieval.urls")),
+    path("", include("retrieval.web.urls")),
     path("", include("ops.urls")),
     # After the search's own patterns, so resolving a search tries not one more.
     path("api/schema", openapi.schema, name="api-schema"),

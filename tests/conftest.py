@@ -204,6 +204,7 @@ def _fresh_search_state() -> None:
     inherit another's."""
     from ingestion import embedding_lag
     from retrieval import service
+    from retrieval.warming.schedule import WARMING_QUEUE
 
     # First: forgetting the wiring hands the last test's pending breaker outcomes to
     # Redis, which must then be cleared with the rest.
@@ -211,6 +212,9 @@ def _fresh_search_state() -> None:
     service.forget_searchable_generation()
     embedding_lag.latest.forget()  # read afresh, not as of the last test's database
     redis = get_redis()
+    # The warming queue too: no worker takes it in most tests, and past its bound of
+    # waiting tasks a test's own timeout would be dropped as queue-full.
+    redis.delete(WARMING_QUEUE)
     for pattern in ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*"):
         keys = list(redis.scan_iter(pattern))
         if keys:

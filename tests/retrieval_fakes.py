@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ingestion.embedding import DIMENSIONS
-from retrieval.admission import AdmissionLimit
-from retrieval.deadline import Deadline
+from retrieval.bounds.admission import AdmissionLimit
+from retrieval.bounds.deadline import Deadline
 from retrieval.hybrid import Dependencies
 from retrieval.types import (
     DEFAULT_FILTERS,

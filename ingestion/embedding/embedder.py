@@ -62,7 +62,7 @@ class Embedder:
         if runtime == "onnx":
             model_path = ensure_onnx_model(cache_dir or default_cache_dir())
             # Queries get a session of their own on one intra-op thread: a web process embeds
-            # many single queries at once, side by side on the cores (retrieval/query_embedder.py),
+            # many single queries at once, side by side on the cores (retrieval/query/embedder.py),
             # and two threads each oversubscribed them: with one, the capacity limit of
             # bench/capacity.py doubled (docs/reliability.md). A batch has one pass at a time to
             # spread over the cores. The query session is made now, as a first query must not

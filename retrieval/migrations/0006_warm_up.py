@@ -1,4 +1,4 @@
-# What a restarted stack needs to warm up before it takes traffic (retrieval/warm_up.py):
+# What a restarted stack needs to warm up before it takes traffic (retrieval/warming/warm_up.py):
 # pg_prewarm (a contrib module, shipped with every Postgres build, the embedded wheel's
 # included), and the record of which server start the stack was last warmed after. One
 # row at most; in Postgres, not Redis, because readiness must not hang on Redis, which a

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingestion.models import Audience
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.statement import GENERATION_TAG, fetch_with_local_settings
 
 TTL_S = 1.0

@@ -14,9 +14,9 @@ from datetime import datetime
 from functools import cache
 
 from ingestion.models import Audience
-from retrieval.deadline import Deadline
-from retrieval.filters import Shape, conditions, parameters, shape
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.statement import LISTINGS_TAG, fetch_with_local_settings
+from retrieval.query.filters import Shape, conditions, parameters, shape
 from retrieval.types import DEFAULT_FILTERS, SearchFilters
 
 # The headline and the provenance, the costly parts, are made for the shown rows only.

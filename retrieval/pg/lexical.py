@@ -11,7 +11,7 @@ Two tiers, best-matching first:
    and each row is ranked where it is read, with no join back (together: p50 4.4 -> 2.6 ms,
    p99 17 -> 8.4 ms of server time at 100,000 listings).
 2. Only when the first tier has fewer than a page (k) of listings, and the query has no phrase
-   or negation of its own (retrieval.query.requires_every_term): listings matching *some*
+   or negation of its own (retrieval.query.parse.requires_every_term): listings matching *some*
    terms. Requiring every term found nothing for natural-language questions (recall@10
    0.018 on the Cranfield dev queries, against 0.385 for BM25). Candidates are read per
    term, rarest first and at most PER_TERM each, and scored BM25-style: the sum over the
@@ -33,11 +33,11 @@ corrections (the vocabulary is of public listings only), nor in its term statist
 from functools import cache
 
 from ingestion.models import Audience
-from retrieval.deadline import Deadline
-from retrieval.filters import DEFAULT_SHAPE, Shape, conditions, parameters, shape
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.pool import prepare_on_connect
 from retrieval.pg.statement import LEXICAL_TAG, fetch_with_local_settings
-from retrieval.query import requires_every_term
+from retrieval.query.filters import DEFAULT_SHAPE, Shape, conditions, parameters, shape
+from retrieval.query.parse import requires_every_term
 from retrieval.types import Candidate, LexicalResult, Query
 
 POOL = 1000

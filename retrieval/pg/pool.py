@@ -265,7 +265,7 @@ async def fill_pool(timeout_s: float) -> None:
     """Open this event loop's pool whole, SEARCH_POOL_SIZE connections, and keep them
     (min = max: none is closed for being idle), waiting at most `timeout_s` for them.
 
-    For a web process before it takes traffic (retrieval/warm_up.py). A pool that grows
+    For a web process before it takes traffic (retrieval/warming/warm_up.py). A pool that grows
     with demand and shrinks when idle took Postgres' connections from 6 to 14 during a
     30-minute soak at a steady rate, which ops cannot tell from a leak; and each connection
     it opened under load forked a backend while searches waited."""

@@ -24,7 +24,7 @@ from psycopg import AsyncClientCursor
 from psycopg.errors import QueryCanceled
 
 from retrieval import metrics
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.pool import connection, has_prepared, server_stalled
 from retrieval.types import StageTimeoutError
 

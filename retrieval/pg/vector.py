@@ -16,9 +16,16 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
-from retrieval.deadline import Deadline
-from retrieval.filters import DEFAULT_SHAPE, Shape, conditions, needs_listing, parameters, shape
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.statement import VECTOR_TAG, fetch_with_local_settings
+from retrieval.query.filters import (
+    DEFAULT_SHAPE,
+    Shape,
+    conditions,
+    needs_listing,
+    parameters,
+    shape,
+)
 from retrieval.types import DEFAULT_FILTERS, Candidate, SearchFilters
 
 # The generation and the dimension are inlined as literals: only then can the planner match

@@ -8,7 +8,7 @@ after `LOCK_WAIT_MS` instead of its whole budget; and it never tells the breaker
 outcome, which has a budget no request has. A job dropped for either reason is counted
 and leaves its key free to be scheduled again. Every task of a process runs on one event
 loop, kept in a thread of its own, so its connections outlive the task
-(retrieval/kept_loop.py).
+(retrieval/warming/kept_loop.py).
 """
 
 import dataclasses
@@ -19,16 +19,16 @@ from psycopg.errors import LockNotAvailable
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from retrieval import metrics
-from retrieval.admission import Unlimited
-from retrieval.breaker_gate import NeverOpen
+from retrieval.bounds.admission import Unlimited
+from retrieval.bounds.breaker_gate import NeverOpen
+from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.cache import RedisResultCache
-from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.hybrid import hybrid_search, writes_done
-from retrieval.kept_loop import KeptLoop
 from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named
 from retrieval.pg.statement import fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker
 from retrieval.types import Mode, Query
+from retrieval.warming.kept_loop import KeptLoop
 from retrieval.warming.schedule import load_job, release
 
 # A stalled table is usually locked for seconds (a migration, a rebuild): a warming

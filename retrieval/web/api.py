@@ -14,15 +14,15 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from retrieval import arrival
-from retrieval.deadline import Deadline, SearchDeadline, parse_caller_timeout
-from retrieval.filters import parse_filters
+from retrieval.bounds import arrival
+from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_timeout
 from retrieval.hybrid import (
     CallerDeadlineError,
     NoAnswerError,
 )
 from retrieval.pg.hydrate import ListingView
-from retrieval.query import BadQueryError, parse_page, parse_query
+from retrieval.query.filters import parse_filters
+from retrieval.query.parse import BadQueryError, parse_page, parse_query
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy
 from retrieval.types import Query, Reason, SearchOutcome
@@ -57,7 +57,7 @@ def parse_search(request: HttpRequest) -> tuple[Query, float | None]:
 
 
 def request_deadline(request: HttpRequest, caller_timeout_ms: float | None) -> SearchDeadline:
-    """The request's one deadline, counted from its arrival (retrieval/arrival.py): every
+    """The request's one deadline, counted from its arrival (retrieval/bounds/arrival.py): every
     part of its search runs by it, and so does the page's preview."""
     scope = getattr(request, "scope", {})  # an ASGI request's; a WSGI one arrived now
     return SearchDeadline.planned(

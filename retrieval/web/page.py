@@ -30,10 +30,10 @@ from django.views.decorators.http import require_GET
 from psycopg_pool import PoolTimeout
 
 from retrieval import search as searching
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError
 from retrieval.pg.hydrate import ListingView, hydrate
-from retrieval.query import BadQueryError
+from retrieval.query.parse import BadQueryError
 from retrieval.types import Candidate, Query, StageTimeoutError
 from retrieval.web import api
 from retrieval.web.page_context import (

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from retrieval import search as searching
 from retrieval.pg.hydrate import ListingView
-from retrieval.query import BadQueryError
+from retrieval.query.parse import BadQueryError
 from retrieval.types import Query, SearchOutcome
 from retrieval.web import api
 

@@ -13,7 +13,7 @@ from django.db import transaction
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, Source
 from ingestion.upsert import apply_draft
-from retrieval.dates import shortcut_range
+from retrieval.query.dates import shortcut_range
 from tests.browser.pages import shown_listings
 from tests.factories import draft
 from tests.live_app import LiveApp

@@ -18,14 +18,14 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from ingestion.models import Audience, Listing
-from retrieval import vocabulary
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg import lexical as pg_lexical
+from retrieval.pg import vocabulary
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.pool import connection
 from retrieval.pg.statement import LEXICAL_TAG
 from retrieval.protocols import LexicalIndex
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.types import Candidate, Query
 from tests.contracts.stages import (
     FakeStage,

@@ -1,5 +1,5 @@
 """The QueryEmbedder contract (retrieval/protocols.py), run against the fake that hybrid.py's
-tests use (tests/retrieval_fakes.py) and against the model (retrieval/query_embedder.py,
+tests use (tests/retrieval_fakes.py) and against the model (retrieval/query/embedder.py,
 all-MiniLM-L6-v2 through ONNX Runtime):
 
 - an embedding is a float32 unit vector of the model's dimensions, what the vector index's
@@ -13,7 +13,7 @@ import pytest
 
 from ingestion.embedding import DIMENSIONS
 from retrieval.protocols import QueryEmbedder
-from retrieval.query_embedder import OnnxQueryEmbedder
+from retrieval.query.embedder import OnnxQueryEmbedder
 from tests.retrieval_fakes import TextSeededEmbedder
 
 

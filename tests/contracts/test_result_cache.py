@@ -15,8 +15,8 @@ from typing import Protocol
 import pytest
 from django.test import override_settings
 
+from retrieval.bounds.deadline import Deadline
 from retrieval.cache import RedisResultCache, cache_key, close_async_redis
-from retrieval.deadline import Deadline
 from retrieval.protocols import ResultCache
 from retrieval.types import CachedRanking, Query
 from tests.conftest import free_port

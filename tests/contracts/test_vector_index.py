@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from ingestion import generations
 from ingestion.models import Listing, ListingEmbedding
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg import vector as pg_vector
 from retrieval.pg.pool import connection
 from retrieval.pg.statement import VECTOR_TAG

@@ -38,7 +38,7 @@ from ingestion.tokens import create_token
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from retrieval.cache import cache_key
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from tests.factories import draft
 
 

@@ -13,11 +13,12 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbedding, Source
 from ingestion.upsert import apply_draft
-from retrieval import service, vocabulary
-from retrieval.deadline import Deadline
+from retrieval import service
+from retrieval.bounds.deadline import Deadline
+from retrieval.pg import vocabulary
 from retrieval.pg.hydrate import hydrate
 from retrieval.pg.lexical import PgLexicalIndex
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from tests.factories import draft
 from tests.search_fixtures import index_listings, search_json
 

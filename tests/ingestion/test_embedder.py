@@ -321,17 +321,17 @@ def test_get_embedder_loads_once_per_process_from_env(
 async def test_a_query_embedded_before_is_answered_without_a_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from retrieval import query_embedder
+    from retrieval.query import embedder
 
-    first = await query_embedder.OnnxQueryEmbedder().embed("harbour walk at dawn")
+    first = await embedder.OnnxQueryEmbedder().embed("harbour walk at dawn")
 
     def no_thread() -> None:
         raise AssertionError("a cached query was sent to a thread")
 
-    monkeypatch.setattr(query_embedder, "query_executor", no_thread)
-    assert await query_embedder.OnnxQueryEmbedder().embed("harbour walk at dawn") is first
+    monkeypatch.setattr(embedder, "query_executor", no_thread)
+    assert await embedder.OnnxQueryEmbedder().embed("harbour walk at dawn") is first
     with pytest.raises(AssertionError, match="sent to a thread"):
-        await query_embedder.OnnxQueryEmbedder().embed("a query not seen before")
+        await embedder.OnnxQueryEmbedder().embed("a query not seen before")
 
 
 class HeldEncoder(CountingEncoder):
@@ -353,12 +353,12 @@ async def test_queries_are_embedded_one_per_core_and_a_cancelled_one_never(
 ) -> None:
     import asyncio
 
-    from retrieval import query_embedder
+    from retrieval.query import embedder
 
     encoder = HeldEncoder()
-    monkeypatch.setattr(query_embedder, "get_embedder", lambda: Embedder(encoder, "fake"))
+    monkeypatch.setattr(embedder, "get_embedder", lambda: Embedder(encoder, "fake"))
     cores = len(os.sched_getaffinity(0))
-    embed = query_embedder.OnnxQueryEmbedder().embed
+    embed = embedder.OnnxQueryEmbedder().embed
     running = [asyncio.create_task(embed(f"query {n}")) for n in range(cores)]
     for _ in range(cores):
         assert await asyncio.to_thread(encoder.started.acquire, True, 10)

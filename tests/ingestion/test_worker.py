@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from ingestion import generations
-from retrieval import warm_up
+from retrieval.warming import warm_up
 
 
 @pytest.mark.django_db(transaction=True)

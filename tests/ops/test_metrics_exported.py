@@ -17,7 +17,7 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.polling import ingest_payload
 from resilience.redis_clients import get_redis
 from retrieval.cache import cache_key
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.warming import run as warming_run
 from retrieval.warming.schedule import schedule_warming
 from tests.conftest import PATIENT_VECTOR_BUDGET_MS, SHORT_TIMEOUT_MS, eventually

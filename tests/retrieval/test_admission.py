@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from retrieval.admission import AdmissionLimit, Slot
+from retrieval.bounds.admission import AdmissionLimit, Slot
 from tests.conftest import run_together
 
 

@@ -7,7 +7,7 @@ import threading
 from prometheus_client import REGISTRY
 
 from resilience.breaker import State
-from retrieval.breaker_gate import BreakerGate
+from retrieval.bounds.breaker_gate import BreakerGate
 
 
 class BlockingBreaker:

@@ -16,7 +16,7 @@ from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.cache import cache_key
 from retrieval.hybrid import writes_done
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.web.api_types import SearchBody
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.scraping import scrape

@@ -16,11 +16,12 @@ from pytest_django import Settings
 from ingestion import generations
 from ingestion.generations import hnsw_index_name
 from resilience.redis_clients import get_redis
-from retrieval import service, warm_up
+from retrieval import service
+from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
-from retrieval.deadline import Deadline
 from retrieval.pg import pool as pg_pool
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
+from retrieval.warming import warm_up
 from tests.conftest import eventually
 from tests.search_fixtures import VECTOR_TABLE, index_listings
 

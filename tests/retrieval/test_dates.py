@@ -1,4 +1,4 @@
-"""The date filter from `when`, `from` and `to`: each rule of retrieval.dates, the clocks
+"""The date filter from `when`, `from` and `to`: each rule of retrieval.query.dates, the clocks
 changing under it, canonical keys, and every refusal naming its parameter."""
 
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval.dates import ANY, PAST, parse_dates, shortcut_range
-from retrieval.query import BadQueryError
+from retrieval.query.dates import ANY, PAST, parse_dates, shortcut_range
+from retrieval.query.parse import BadQueryError
 from retrieval.types import UPCOMING, DateFilter
 
 LONDON = ZoneInfo("Europe/London")

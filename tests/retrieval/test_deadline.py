@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from retrieval.deadline import (
+from retrieval.bounds.deadline import (
     BudgetPolicy,
     Budgets,
     Deadline,
@@ -13,7 +13,7 @@ from retrieval.deadline import (
     parse_caller_timeout,
     plan_budgets,
 )
-from retrieval.query import BadQueryError
+from retrieval.query.parse import BadQueryError
 from tests.factories import FakeClock
 
 POLICY = BudgetPolicy(

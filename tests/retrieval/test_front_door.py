@@ -1,5 +1,5 @@
 """A search's deadline counts from its arrival, and the front door turns searches away at
-once past the process's bound (retrieval/arrival.py, retrieval/door.py,
+once past the process's bound (retrieval/bounds/arrival.py, retrieval/bounds/door.py,
 searchsite/handler.py): the request paths through the ASGI app, events driving what is in
 flight, and injected clocks for the time."""
 
@@ -14,10 +14,11 @@ from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
 
 from resilience.redis_clients import get_redis
-from retrieval import arrival, service
-from retrieval.deadline import BudgetPolicy, SearchDeadline, plan_budgets
-from retrieval.door import SHEDDING_HOLD_S, Door
-from retrieval.query import parse_query
+from retrieval import service
+from retrieval.bounds import arrival
+from retrieval.bounds.deadline import BudgetPolicy, SearchDeadline, plan_budgets
+from retrieval.bounds.door import SHEDDING_HOLD_S, Door
+from retrieval.query.parse import parse_query
 from retrieval.types import Reason
 from searchsite.handler import SearchASGIHandler
 from tests.asgi_calls import asgi_get

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg import generation
 from retrieval.pg.generation import ActiveGeneration, GenerationLookup
 from tests.factories import FakeClock

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ingestion.text import normalise
-from retrieval.query import QUERY_CLASSES, BadQueryError, parse_query, query_class
+from retrieval.query.parse import QUERY_CLASSES, BadQueryError, parse_query, query_class
 from retrieval.types import Query
 
 # Every code point, lone surrogates and controls included.

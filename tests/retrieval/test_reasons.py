@@ -25,8 +25,9 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from ingestion.models import IndexGeneration
-from retrieval import arrival, service
 from retrieval import search as searching
+from retrieval import service
+from retrieval.bounds import arrival
 from retrieval.hybrid import Dependencies
 from retrieval.types import Mode, Reason
 from searchsite.handler import SearchASGIHandler

@@ -17,10 +17,10 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing
 from ingestion.upsert import apply_draft
 from retrieval import service
+from retrieval.bounds.deadline import Deadline
 from retrieval.cache import RedisResultCache, cache_key
-from retrieval.deadline import Deadline
 from retrieval.pg.vector import PgVectorIndex
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.types import CachedRanking
 from tests.conftest import first_search_answered
 from tests.factories import draft, source

@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from retrieval.admission import AdmissionLimit
+from retrieval.bounds.admission import AdmissionLimit
+from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.cache import cache_key
-from retrieval.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
 from retrieval.types import CachedRanking, Mode, Query, Reason
 from tests.retrieval_fakes import (

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from ingestion.indexing import embed_pending_batch
 from ingestion.upsert import apply_draft
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 from tests.factories import draft, source
 from tests.search_fixtures import (
     LEXICAL_TABLE,

@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings
 from django.test import AsyncClient
 
-from retrieval.deadline import Deadline
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.statement import LISTINGS_TAG
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.types import StageTimeoutError
 from tests.search_fixtures import statements_running
 

@@ -21,13 +21,13 @@ from ingestion.models import Listing, Source, SourceRecord
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from retrieval import service
+from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
-from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
 from retrieval.pg import vector as pg_vector
 from retrieval.pg.pool import get_pool
 from retrieval.pg.vector import PgVectorIndex
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.types import DateFilter, SearchFilters
 from tests.conftest import first_search_answered
 from tests.factories import draft, source
@@ -279,6 +279,6 @@ async def test_a_misspelt_query_gets_a_suggestion(
 
 
 def _refresh_vocabulary() -> None:
-    from retrieval import vocabulary
+    from retrieval.pg import vocabulary
 
     vocabulary.refresh()

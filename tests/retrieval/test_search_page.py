@@ -13,7 +13,7 @@ from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 from retrieval.pg.statement import VECTOR_TAG
 from tests.conftest import eventually
 from tests.search_fixtures import (

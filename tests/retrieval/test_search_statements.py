@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from psycopg import AsyncClientCursor
 
-from retrieval import service, vocabulary
+from retrieval import service
+from retrieval.pg import vocabulary
 from tests.search_fixtures import search_json
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,11 +22,11 @@ from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from resilience.token_bucket import TokenBucket
 from retrieval import service
+from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
-from retrieval.deadline import Deadline
 from retrieval.hybrid import writes_done
 from retrieval.pg.pool import WARMING_CONNECTIONS
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.warming import run as warming_run
 from retrieval.warming.schedule import (
     MAX_QUEUED,

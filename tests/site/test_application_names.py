@@ -14,7 +14,7 @@ from resilience import redis_keys
 from resilience.redis_clients import get_redis
 from retrieval.pg.pool import SEARCH_CONNECTIONS, WARMING_CONNECTIONS
 from retrieval.pg.statement import VECTOR_TAG
-from retrieval.query import parse_query
+from retrieval.query.parse import parse_query
 from retrieval.warming import run as warming_run
 from retrieval.warming.run import LOCK_PROBE_TAG
 from retrieval.warming.schedule import job_payload

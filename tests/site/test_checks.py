@@ -1,9 +1,9 @@
-"""The search settings' invariants are Django system checks (retrieval/checks.py)."""
+"""The search settings' invariants are Django system checks (retrieval/bounds/checks.py)."""
 
 import pytest
 from django.test import override_settings
 
-from retrieval.checks import check_search_budgets
+from retrieval.bounds.checks import check_search_budgets
 
 
 def _ids() -> set[str]:

@@ -13,7 +13,7 @@ from pytest_django import DjangoAssertNumQueries, Settings
 
 from ingestion import generations
 from resilience import redis_clients
-from retrieval import warm_up
+from retrieval.warming import warm_up
 from searchsite.heartbeat import HEARTBEAT_KEY, beat
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from ingestion import generations, tasks
 from ingestion.demo import load_demo_sources
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
-from retrieval import warm_up
+from retrieval.warming import warm_up
 from searchsite.env import env_bool, env_optional, env_str
 
 

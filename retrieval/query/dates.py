@@ -35,7 +35,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, get_args
 from zoneinfo import ZoneInfo
 
-from retrieval.query import BadQueryError
+from retrieval.query.parse import BadQueryError
 from retrieval.types import UPCOMING, DateFilter
 
 Shortcut = Literal["today", "this-weekend", "next-7-days"]

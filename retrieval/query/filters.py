@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from ingestion.models import Source
 from ingestion.text import normalise
-from retrieval.dates import parse_dates
-from retrieval.query import BadQueryError
+from retrieval.query.dates import parse_dates
+from retrieval.query.parse import BadQueryError
 from retrieval.types import DEFAULT_FILTERS, SearchFilters
 from retrieval.web.api_types import MAX_VENUE_CHARS
 

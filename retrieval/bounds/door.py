@@ -14,7 +14,7 @@ While the door is turning requests away, nothing optional is started: cache warm
 import time
 from collections.abc import Callable
 
-from retrieval.admission import AdmissionLimit, Slot
+from retrieval.bounds.admission import AdmissionLimit, Slot
 
 # A door that shed within this long counts as shedding: warming stays off through a
 # burst's gaps, and comes back a moment after the last request was turned away.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
-from retrieval.query import BadQueryError
+from retrieval.query.parse import BadQueryError
 
 Clock = Callable[[], float]  # seconds from an arbitrary origin; never goes backwards
 _MILLISECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # no sign, exponent, inf or nan
@@ -88,7 +88,7 @@ class SearchDeadline:
     def start(
         cls, budgets: Budgets, clock: Clock = time.monotonic, arrived_at: float | None = None
     ) -> Self:
-        """The budgets counted from the request's arrival on `clock` (retrieval/arrival.py;
+        """The budgets counted from the request's arrival on `clock` (retrieval/bounds/arrival.py;
         now when not given): time it spent queued is time it no longer has."""
         now = clock() if arrived_at is None else arrived_at
 
