@@ -79,11 +79,11 @@ def search_capacity(
     """`queries` back to back after `warm_up` (model, pool, buffers: not counted)."""
     import uvloop  # the web server's loop (searchsite.supervisor.web_argv)
 
-    from retrieval.breaker_gate import NeverOpen
-    from retrieval.deadline import SearchDeadline, plan_budgets
+    from retrieval.bounds.breaker_gate import NeverOpen
+    from retrieval.bounds.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import NoAnswerError
     from retrieval.pg.pool import close_pools
-    from retrieval.query import parse_query
+    from retrieval.query.parse import parse_query
     from retrieval.search import answer
     from retrieval.service import budget_policy, dependencies
 

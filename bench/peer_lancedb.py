@@ -89,10 +89,10 @@ async def measure(
 ) -> tuple[list[float], list[float]]:
     import dataclasses
 
-    from retrieval.deadline import SearchDeadline, plan_budgets
+    from retrieval.bounds.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
     from retrieval.pg.pool import close_pools
-    from retrieval.query import parse_query
+    from retrieval.query.parse import parse_query
     from retrieval.service import budget_policy, dependencies
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))

@@ -35,8 +35,8 @@ from evaluation.models import EvaluationSet  # noqa: E402
 from evaluation.paths import HYBRID, LEXICAL, VECTOR  # noqa: E402
 from evaluation.runs import assess  # noqa: E402
 from retrieval import hybrid  # noqa: E402
-from retrieval.filters import DEFAULT_SHAPE, Shape  # noqa: E402
 from retrieval.pg import lexical as pg_lexical  # noqa: E402
+from retrieval.query.filters import DEFAULT_SHAPE, Shape  # noqa: E402
 
 
 @contextmanager

@@ -126,12 +126,12 @@ async def in_process(
     from psycopg import sql
 
     from ingestion.embedding import DIMENSIONS
-    from retrieval.deadline import Deadline, SearchDeadline, plan_budgets
+    from retrieval.bounds.deadline import Deadline, SearchDeadline, plan_budgets
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg.lexical import PgLexicalIndex
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import PgVectorIndex
-    from retrieval.query import parse_query
+    from retrieval.query.parse import parse_query
     from retrieval.service import budget_policy, dependencies
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
@@ -260,7 +260,7 @@ def web_server() -> Iterator[str]:
 
 async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) -> float:
     """Mean recall@10 of the vector stage against an exact scan of the same generation."""
-    from retrieval.deadline import Deadline
+    from retrieval.bounds.deadline import Deadline
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import _SEARCH, PgVectorIndex, vector_text
 
@@ -298,7 +298,7 @@ async def filtered_vector(
 
     from search_data import DATED_DAYS, DATED_FROM
 
-    from retrieval.deadline import Deadline
+    from retrieval.bounds.deadline import Deadline
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import PgVectorIndex
     from retrieval.types import DateFilter, SearchFilters
@@ -343,10 +343,10 @@ async def under_lock(qs: list[str], embeddings: Embeddings, url: str) -> UnderLo
 
     from django.conf import settings
 
-    from retrieval.breaker_gate import NeverOpen
-    from retrieval.deadline import SearchDeadline, plan_budgets
+    from retrieval.bounds.breaker_gate import NeverOpen
+    from retrieval.bounds.deadline import SearchDeadline, plan_budgets
     from retrieval.hybrid import hybrid_search
-    from retrieval.query import parse_query
+    from retrieval.query.parse import parse_query
     from retrieval.service import budget_policy, dependencies, forget_wiring
 
     forget_wiring()

@@ -14,7 +14,7 @@ from django.db import connection
 
 from ingestion.embedding import DIMENSIONS, get_embedder
 from ingestion.text import embedding_text
-from retrieval import vocabulary
+from retrieval.pg import vocabulary
 
 BASE = 2000
 _LISTING_DEFAULTS = "\t".join(

@@ -123,8 +123,8 @@ def prepare(data_dir: Path) -> psutil.Process:
     from ingestion import generations
     from ingestion.embedding import DIMENSIONS, MODEL_NAME
     from ingestion.models import Listing
-    from retrieval import warm_up
     from retrieval.pg.pool import conninfo
+    from retrieval.warming import warm_up
 
     remove_bench_sources()  # of a run that did not clean up
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
