@@ -81,11 +81,11 @@ def search_capacity(
 
     from retrieval.bounds.breaker_gate import NeverOpen
     from retrieval.bounds.deadline import SearchDeadline, plan_budgets
-    from retrieval.hybrid import NoAnswerError
     from retrieval.pg.pool import close_pools
     from retrieval.query.parse import parse_query
     from retrieval.search import answer
     from retrieval.service import budget_policy, dependencies
+    from retrieval.types import NoAnswerError
 
     # Every search tries its vector stage, and none tells the site's shared breaker about
     # it: a slow one here must neither skip later searches' work nor open the breaker the

@@ -27,17 +27,19 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from resilience.awaiting import writes_done
 from retrieval import metrics
 from retrieval.bounds.admission import AdmissionLimit
 from retrieval.bounds.breaker_gate import NeverOpen
 from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.cache import cache_key
-from retrieval.hybrid import Dependencies, NoAnswerError, hybrid_search, writes_done
+from retrieval.hybrid import hybrid_search
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.hydrate import hydrate
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.pool import close_pool
 from retrieval.pg.vector import PgVectorIndex
+from retrieval.protocols import Dependencies
 from retrieval.query.embedder import OnnxQueryEmbedder
 from retrieval.query.parse import parse_query
 from retrieval.service import searchable_generation_id
@@ -47,6 +49,7 @@ from retrieval.types import (
     Candidate,
     LexicalResult,
     Mode,
+    NoAnswerError,
     Query,
     SearchFilters,
     SearchOutcome,

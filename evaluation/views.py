@@ -38,14 +38,14 @@ from resilience.shared_breaker import SharedBreaker
 from retrieval import metrics
 from retrieval.bounds.breaker_gate import BreakerGate
 from retrieval.bounds.deadline import Deadline, SearchDeadline
-from retrieval.hybrid import Dependencies, NoAnswerError
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.statement import fetch_with_local_settings
+from retrieval.protocols import Dependencies
 from retrieval.query.parse import BadQueryError, parse_query
 from retrieval.search import answer
 from retrieval.service import budget_policy, dependencies, searchable_generation_id
-from retrieval.types import Reason, StageTimeoutError
+from retrieval.types import NoAnswerError, Reason, StageTimeoutError
 from retrieval.web.api import bad_request, outcome_json, timings_json, unavailable
 
 # The longest deadline or vector budget a caller may ask for: the unbounded policy's

@@ -5,7 +5,7 @@ Invariants:
 - an on-time vector result always enters fusion;
 - only complete hybrid rankings are cached; the cache write, and the warming a timed-out
   vector stage asks for, happen behind the response (Redis round trips and a broker
-  publish the caller need not wait for; `writes_done()` waits for them);
+  publish the caller need not wait for; `writes_done()` in resilience/awaiting.py waits for them);
 - every part of the search runs by the one `SearchDeadline` it is handed;
 - the mode says which stages answered: `hybrid` both, `vector_fallback` vectors without
   lexical, `cache_fallback` a cached ranking (with what lexical found), `lexical_fallback`
@@ -20,29 +20,26 @@ Invariants:
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from resilience import awaiting
 from retrieval import metrics
 from retrieval.bounds.deadline import Deadline, SearchDeadline
 from retrieval.cache import cache_key
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.protocols import (
-    Admission,
-    LexicalIndex,
-    QueryEmbedder,
-    ResultCache,
-    VectorGate,
-    VectorIndex,
+    Dependencies,
 )
 from retrieval.types import (
     CachedRanking,
+    CallerDeadlineError,
     Candidate,
     LexicalResult,
     Mode,
+    NoAnswerError,
     Query,
     Reason,
     SearchOutcome,
@@ -57,30 +54,6 @@ CANDIDATES_PER_RESULT = 5
 FUSION_K = 20
 # Each stage's weight in fusion (1 for a stage not named: the cache's ranking).
 FUSION_WEIGHTS = {"lexical": 1, "vector": 1}
-
-
-@dataclass
-class Dependencies:
-    lexical: LexicalIndex
-    vector: VectorIndex
-    embedder: QueryEmbedder
-    cache: ResultCache
-    searchable_generation_id: Callable[[Deadline], Awaitable[int | None]]
-    breaker: VectorGate
-    admission: Admission
-    warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
-    clock: Callable[[], float] = time.monotonic
-
-
-class NoAnswerError(Exception):
-    def __init__(self, reasons: list[Reason]) -> None:
-        super().__init__(", ".join(reasons))
-        self.reasons = reasons
-
-
-class CallerDeadlineError(Exception):
-    """The caller's own deadline passed before we had anything: they are no longer
-    waiting, so no fallback is built."""
 
 
 class _VectorStage:
@@ -105,51 +78,6 @@ class _VectorStage:
         )
 
 
-async def _settle(task: "asyncio.Task[Any]", timeout_ms: float) -> bool:
-    """Wait up to `timeout_ms` for a task; True when it finished (with a result or not)."""
-    if timeout_ms > 0:
-        await asyncio.wait({task}, timeout=timeout_ms / 1000)
-    return task.done()
-
-
-def _retrieve(task: "asyncio.Task[Any]") -> None:
-    """An abandoned stage may still fail after we stopped waiting; that is expected and
-    already accounted for, so don't let asyncio report it as never retrieved."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _start(coroutine: Any, name: str) -> "asyncio.Task[Any]":
-    task = asyncio.create_task(coroutine, name=name)
-    task.add_done_callback(_retrieve)
-    return task
-
-
-# Work behind responses (cache writes, warming enqueues) still running, kept referenced
-# until it finishes.
-_writes: "set[asyncio.Task[None]]" = set()
-
-
-def _behind_response(coroutine: Any) -> None:
-    task = _start(coroutine, "behind-response")
-    _writes.add(task)
-    task.add_done_callback(_writes.discard)
-
-
-async def writes_done() -> None:
-    """Wait for the work behind responses this event loop has started."""
-    loop = asyncio.get_running_loop()
-    mine = [task for task in _writes if task.get_loop() is loop]
-    if mine:
-        await asyncio.wait(mine)
-
-
-def _cancel(*tasks: "asyncio.Task[Any] | None") -> None:
-    for task in tasks:
-        if task is not None and not task.done():
-            task.cancel()
-
-
 LexicalWatcher = Callable[[list[Candidate]], None]
 
 
@@ -162,7 +90,7 @@ async def hybrid_search(
     started = deps.clock()
     limit = query.k * CANDIDATES_PER_RESULT
     timings = StageTimings()
-    lexical_task = _start(deps.lexical.search(query, limit, deadline.stages), "lexical")
+    lexical_task = awaiting.start(deps.lexical.search(query, limit, deadline.stages), "lexical")
     _time_stage(lexical_task, timings, "lexical", deps.clock, started)
     if on_lexical is not None:
         _tell_when_answered(lexical_task, on_lexical)
@@ -181,7 +109,7 @@ async def hybrid_search(
             reasons.append(Reason.SHED)
         else:
             stage = _VectorStage(deps, query, generation, limit)
-            vector_task = _start(stage.run(deadline.vector), "vector")
+            vector_task = awaiting.start(stage.run(deadline.vector), "vector")
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
             _time_stage(vector_task, timings, "vector", deps.clock, started)
@@ -192,7 +120,7 @@ async def hybrid_search(
         lexical = found.candidates if found is not None else None
     except BaseException:
         # Parent cancellation (or a bug): stop both branches, their SQL with them.
-        _cancel(lexical_task, vector_task)
+        awaiting.cancel(lexical_task, vector_task)
         raise
     if vector is not None and lexical is not None and generation is not None:
         outcome = _hybrid(query, generation, lexical, vector, reasons, deps)
@@ -272,7 +200,7 @@ async def _vector_result(
 ) -> list[Candidate] | None:
     if task is None or stage is None or deadline.vector is None:
         return None
-    settled = await _settle(task, deadline.vector.remaining_ms())
+    settled = await awaiting.settle(task, deadline.vector.remaining_ms())
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()  # psycopg sends the cancel to the server
         reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
@@ -294,7 +222,7 @@ async def _vector_result(
 async def _lexical_result(
     task: "asyncio.Task[LexicalResult]", deadline: Deadline, reasons: list[Reason]
 ) -> LexicalResult | None:
-    settled = await _settle(task, deadline.remaining_ms())
+    settled = await awaiting.settle(task, deadline.remaining_ms())
     if not settled or isinstance(task.exception(), StageTimeoutError):
         task.cancel()
         reasons.append(Reason.LEXICAL_TIMEOUT)
@@ -319,7 +247,7 @@ def _hybrid(
         {"lexical": [c.listing_id for c in lexical], "vector": [c.listing_id for c in vector]}
     )
     entry = CachedRanking(ranking, generation, time.time())
-    _behind_response(deps.cache.put(cache_key(query, generation), entry))
+    awaiting.behind_response(deps.cache.put(cache_key(query, generation), entry))
     return SearchOutcome(Mode.HYBRID, ranking, matched, reasons, generation)
 
 
@@ -342,7 +270,7 @@ async def _fallback(
         key = cache_key(query, generation)
         cached = await deps.cache.get(key, deadline.end)
         if Reason.VECTOR_TIMEOUT in reasons or Reason.EMBED_TIMEOUT in reasons:
-            _behind_response(deps.warm(key, query))
+            awaiting.behind_response(deps.warm(key, query))
     if cached is not None and cached.generation == generation:
         # Only lexical hits the cached ranking lacks are merged in, each at the rank
         # lexical gave it: the others are already ranked by both stages, and counting

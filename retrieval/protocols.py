@@ -6,6 +6,9 @@ each seam has one contract suite run against its fake and its real implementatio
 Every stage is a coroutine that must stop its work when cancelled: a real implementation
 cancels its SQL on the server, not just the Python side."""
 
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -68,3 +71,16 @@ class Held(Protocol):
 
 class Admission(Protocol):  # the bound on in-flight vector searches
     def try_acquire(self) -> Held | None: ...
+
+
+@dataclass
+class Dependencies:
+    lexical: LexicalIndex
+    vector: VectorIndex
+    embedder: QueryEmbedder
+    cache: ResultCache
+    searchable_generation_id: Callable[[Deadline], Awaitable[int | None]]
+    breaker: VectorGate
+    admission: Admission
+    warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
+    clock: Callable[[], float] = time.monotonic

@@ -14,18 +14,20 @@ from psycopg_pool import PoolTimeout
 from ingestion.models import Audience
 from retrieval import metrics
 from retrieval.bounds.deadline import SearchDeadline
-from retrieval.hybrid import (
-    CallerDeadlineError,
-    Dependencies,
-    LexicalWatcher,
-    NoAnswerError,
-    hybrid_search,
-)
+from retrieval.hybrid import LexicalWatcher, hybrid_search
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
+from retrieval.protocols import Dependencies
 from retrieval.query.filters import site_zone
 from retrieval.service import dependencies
-from retrieval.types import Query, Reason, SearchOutcome, StageTimeoutError
+from retrieval.types import (
+    CallerDeadlineError,
+    NoAnswerError,
+    Query,
+    Reason,
+    SearchOutcome,
+    StageTimeoutError,
+)
 
 
 @dataclass(frozen=True)

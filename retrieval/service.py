@@ -15,10 +15,10 @@ from retrieval.bounds.breaker_gate import BreakerGate
 from retrieval.bounds.deadline import BudgetPolicy, Deadline
 from retrieval.bounds.door import Door
 from retrieval.cache import RedisResultCache
-from retrieval.hybrid import Dependencies
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.vector import PgVectorIndex
+from retrieval.protocols import Dependencies
 from retrieval.query.embedder import OnnxQueryEmbedder
 from retrieval.warming.schedule import schedule_warming_unless
 

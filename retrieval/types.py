@@ -163,3 +163,14 @@ class SearchOutcome:
     @property
     def degraded(self) -> bool:
         return self.mode != Mode.HYBRID or bool(self.reasons)
+
+
+class NoAnswerError(Exception):
+    def __init__(self, reasons: list[Reason]) -> None:
+        super().__init__(", ".join(reasons))
+        self.reasons = reasons
+
+
+class CallerDeadlineError(Exception):
+    """The caller's own deadline passed before we had anything: they are no longer
+    waiting, so no fallback is built."""

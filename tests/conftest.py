@@ -183,8 +183,8 @@ async def _close_async_connections() -> AsyncIterator[None]:
     from asgiref.sync import sync_to_async
     from django.db import connections
 
+    from resilience.awaiting import writes_done
     from retrieval.cache import close_async_redis
-    from retrieval.hybrid import writes_done
     from retrieval.pg.pool import close_pools
     from retrieval.warming.run import tasks_loop
 

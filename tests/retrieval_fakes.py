@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ingestion.embedding import DIMENSIONS
 from retrieval.bounds.admission import AdmissionLimit
 from retrieval.bounds.deadline import Deadline
-from retrieval.hybrid import Dependencies
+from retrieval.protocols import Dependencies
 from retrieval.types import (
     DEFAULT_FILTERS,
     CachedRanking,

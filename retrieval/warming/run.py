@@ -17,13 +17,14 @@ from django.conf import settings
 from psycopg.errors import LockNotAvailable
 
 from resilience import redis_keys
+from resilience.awaiting import writes_done
 from resilience.redis_clients import get_redis
 from retrieval import metrics
 from retrieval.bounds.admission import Unlimited
 from retrieval.bounds.breaker_gate import NeverOpen
 from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline
 from retrieval.cache import RedisResultCache
-from retrieval.hybrid import hybrid_search, writes_done
+from retrieval.hybrid import hybrid_search
 from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named
 from retrieval.pg.statement import fetch_with_local_settings
 from retrieval.service import dependencies, vector_breaker

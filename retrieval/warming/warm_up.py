@@ -26,9 +26,9 @@ from django.db import DatabaseError, connection
 
 from ingestion.embedding import get_embedder
 from ingestion.generations import active_generation, hnsw_index_name
-from retrieval.hybrid import NoAnswerError
 from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named, fill_pool
 from retrieval.query.parse import parse_query
+from retrieval.types import NoAnswerError
 from retrieval.warming.kept_loop import close_loop_clients
 from retrieval.warming.run import search_unaccounted
 

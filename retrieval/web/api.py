@@ -16,16 +16,12 @@ from django.views.decorators.http import require_GET
 
 from retrieval.bounds import arrival
 from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_timeout
-from retrieval.hybrid import (
-    CallerDeadlineError,
-    NoAnswerError,
-)
 from retrieval.pg.hydrate import ListingView
 from retrieval.query.filters import parse_filters
 from retrieval.query.parse import BadQueryError, parse_page, parse_query
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy
-from retrieval.types import Query, Reason, SearchOutcome
+from retrieval.types import CallerDeadlineError, NoAnswerError, Query, Reason, SearchOutcome
 from retrieval.web.api_types import (
     BadParameterBody,
     ResultBody,

@@ -31,10 +31,9 @@ from psycopg_pool import PoolTimeout
 
 from retrieval import search as searching
 from retrieval.bounds.deadline import Deadline
-from retrieval.hybrid import CallerDeadlineError, NoAnswerError
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.query.parse import BadQueryError
-from retrieval.types import Candidate, Query, StageTimeoutError
+from retrieval.types import CallerDeadlineError, Candidate, NoAnswerError, Query, StageTimeoutError
 from retrieval.web import api
 from retrieval.web.page_context import (
     error_context,

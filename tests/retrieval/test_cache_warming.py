@@ -12,10 +12,10 @@ from pytest_django.fixtures import Settings
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
+from resilience.awaiting import writes_done
 from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.cache import cache_key
-from retrieval.hybrid import writes_done
 from retrieval.query.parse import parse_query
 from retrieval.web.api_types import SearchBody
 from tests.conftest import start_worker, stop_worker, wait_until

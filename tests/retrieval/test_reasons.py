@@ -28,7 +28,7 @@ from ingestion.models import IndexGeneration
 from retrieval import search as searching
 from retrieval import service
 from retrieval.bounds import arrival
-from retrieval.hybrid import Dependencies
+from retrieval.protocols import Dependencies
 from retrieval.types import Mode, Reason
 from searchsite.handler import SearchASGIHandler
 from tests.asgi_calls import asgi_get

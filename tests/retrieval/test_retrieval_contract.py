@@ -9,11 +9,12 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
+from resilience.awaiting import writes_done
 from retrieval.bounds.admission import AdmissionLimit
 from retrieval.bounds.deadline import BudgetPolicy, Deadline, SearchDeadline, plan_budgets
 from retrieval.cache import cache_key
-from retrieval.hybrid import CallerDeadlineError, NoAnswerError, hybrid_search, writes_done
-from retrieval.types import CachedRanking, Mode, Query, Reason
+from retrieval.hybrid import hybrid_search
+from retrieval.types import CachedRanking, CallerDeadlineError, Mode, NoAnswerError, Query, Reason
 from tests.retrieval_fakes import (
     FixedBreaker,
     FixedLexical,

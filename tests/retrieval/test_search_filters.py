@@ -19,11 +19,11 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, Source, SourceRecord
 from ingestion.upsert import apply_draft
+from resilience.awaiting import writes_done
 from resilience.redis_clients import get_redis
 from retrieval import service
 from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
-from retrieval.hybrid import writes_done
 from retrieval.pg import vector as pg_vector
 from retrieval.pg.pool import get_pool
 from retrieval.pg.vector import PgVectorIndex

@@ -19,12 +19,12 @@ from django.utils import timezone
 from ingestion import tasks as ingestion_tasks
 from ingestion.models import Listing
 from ingestion.upsert import apply_draft
+from resilience.awaiting import writes_done
 from resilience.redis_clients import get_redis
 from resilience.token_bucket import TokenBucket
 from retrieval import service
 from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
-from retrieval.hybrid import writes_done
 from retrieval.pg.pool import WARMING_CONNECTIONS
 from retrieval.query.parse import parse_query
 from retrieval.warming import run as warming_run
