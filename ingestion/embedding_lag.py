@@ -23,7 +23,8 @@ from psycopg.errors import QueryCanceled
 
 from ingestion.pending import pending_from
 
-# The work queue of ingestion/indexing.py's claim, narrowed to active generations.
+# The work queue of the embedding claim (ingestion/embedding_claim.py), narrowed to active
+# generations.
 _ACTIVE_GENERATIONS = "g.state = 'active'"
 PENDING_SQL = (  # constant text, with no values in it
     "SELECT count(*), extract(epoch FROM clock_timestamp() - min(l.fetched_at)) "  # noqa: S608

@@ -5,10 +5,10 @@ Only generations of the model this process runs are embedded here. The work is t
 data itself: an active listing without an embedding of its current content version in a
 live generation of its audience needs one; the embedding candidates say which listings to
 look at (ingestion/pending.py), and a claim that stores vectors drops the candidates that
-want nothing more (`_settle_sql`). A claim takes a
-transaction-level advisory lock per listing, skipping those another claim holds, so
-concurrent embedding workers never do the same work twice; and the upsert only ever moves
-a vector forward in content version.
+want nothing more (`_settle_sql`; the statements are in ingestion/embedding_claim.py). A
+claim takes a transaction-level advisory lock per listing, skipping those another claim
+holds, so concurrent embedding workers never do the same work twice; and the upsert only
+ever moves a vector forward in content version.
 
 Invariants: a vector is stored with the content version it was embedded from, so a
 listing that changed while the model embedded it stays pending and is embedded again;
@@ -36,136 +36,19 @@ from django.utils import timezone
 from pgvector import Vector
 
 from ingestion import metrics
-from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder, get_embedder
-from ingestion.pending import LIVE_GENERATIONS, pending_from
-from ingestion.text import embedding_text
-
-# A claim tries the advisory lock of each pending pair row by row in the claim's order,
-# until the limit is reached: no more locks are taken than pairs claimed (a listing in two
-# generations is locked twice, which its own claim may), and only the claimed listings'
-# rows are read. The lock is taken in the select list of a subquery fenced by `OFFSET 0`:
-# as a condition the planner pushed it below the ordering, where a plan that sorts took
-# a lock for every pending pair (50,000 in a test: "out of shared memory"). Listing ids
-# past the lock's int key wrap; two listings sharing a key only ever make a claim pass
-# over one of them. Tagged at its start: pg_stat_activity keeps only a statement's first
-# 1,024 bytes.
-CLAIM_TAG = "searchsite:embedding-claim"
-CLAIM_LOCK_SPACE = 7402  # the first key of the advisory locks (7401: ingestion/dedup.py)
-_CLAIMED_GENERATIONS = (
-    f"{LIVE_GENERATIONS} AND g.embedding_model = %(model)s AND g.dimensions = %(dimensions)s"
+from ingestion.embedding import Embedder, get_embedder
+from ingestion.embedding_claim import (
+    BACKFILL_CLAIM_SQL,
+    CLAIM_SQL,
+    SETTLE_ALL,
+    SETTLE_STORED,
+    STILL_PENDING,
+    STORABLE,
+    UPSERT,
+    claim_params,
 )
-
-
-def _claim_sql(pending: str) -> str:
-    """A claim of the pairs `pending` (a query of `id`, `generation_id` and `state`) finds,
-    in its order."""
-    return f"""/* {CLAIM_TAG} */
-        SELECT l.id, t.generation_id, t.state, l.content_version, l.title, l.venue, l.aliases,
-               l.description, l.fetched_kind,
-               extract(epoch FROM clock_timestamp() - l.fetched_at)
-        FROM (SELECT q.id, q.generation_id, q.state
-              FROM (SELECT p.id, p.generation_id, p.state,
-                           pg_try_advisory_xact_lock(
-                               %(lock_space)s, mod(p.id, 2147483647)::int) AS locked
-                    FROM ({pending}) AS p OFFSET 0) AS q
-              WHERE q.locked
-              LIMIT %(take)s) AS t
-        JOIN ingestion_listing l ON l.id = t.id
-        WHERE l.status = 'active'
-    """  # noqa: S608  (constant text: the values are parameters)
-
-
-# Listings written (a few while a feed runs): every pending pair of theirs, found in a CTE
-# of its own, materialised, so that the ordering sees them all; the active generation's
-# first, the newest fetched first.
-CLAIM_SQL = _claim_sql(f"""
-    WITH pending AS MATERIALIZED (
-        SELECT l.id, g.id AS generation_id, g.state, g.state = 'active' AS active, l.fetched_at
-        {pending_from(_CLAIMED_GENERATIONS, candidates="c.backfill_generation_id IS NULL")}
-        ORDER BY active DESC, l.fetched_at DESC NULLS LAST, l.id
-    )
-    SELECT id, generation_id, state FROM pending
-""")  # noqa: S608  (constant text)
-# A generation's backfill (every listing of its audience), claimed once the others are
-# done: a window of its candidates in key order, newest listing first, whatever the
-# planner makes of the rest. Sorting all of them for each claim took 370 ms at 100,000.
-# The window is wider than a claim: the other lane's claim holds the first of them.
-BACKFILL_WINDOW = 8
-_BACKFILL_ROWS = """(
-    SELECT * FROM ingestion_embedding_candidate WHERE backfill_generation_id IS NOT NULL
-    ORDER BY listing_id DESC LIMIT %(window)s
-)"""
-BACKFILL_CLAIM_SQL = _claim_sql(f"""
-    SELECT l.id, g.id AS generation_id, g.state
-    {pending_from(_CLAIMED_GENERATIONS, rows=_BACKFILL_ROWS)}
-    ORDER BY c.listing_id DESC
-""")
-
-
-def claim_params(size: int, take: int | None = None) -> dict[str, str | int]:
-    """The values of either claim statement for a sweep's claims of `size`, taking `take`
-    (all `size` unless the written listings' claim took some)."""
-    return {
-        "model": MODEL_NAME,
-        "dimensions": DIMENSIONS,
-        "lock_space": CLAIM_LOCK_SPACE,
-        "take": size if take is None else take,
-        "window": BACKFILL_WINDOW * size,
-    }
-
-
-_STILL_PENDING = """
-    SELECT c.listing_id, c.generation_id
-    FROM unnest(%s::bigint[], %s::bigint[], %s::int[]) AS c(listing_id, generation_id, version)
-    WHERE NOT EXISTS (SELECT 1 FROM ingestion_listing_embedding e
-                      WHERE e.listing_id = c.listing_id AND e.generation_id = c.generation_id
-                        AND e.content_version >= c.version)
-"""
-
-
-# The candidates with no pending pair in any live generation (of any model: another
-# worker's are not this one's to drop), deleted if their mark is still the one read. A
-# change committed after this statement's snapshot re-marked its candidate, so the `seq`
-# no longer matches (the recheck of a row locked meanwhile sees the new one); a candidate
-# another transaction holds is skipped, not waited for: that one is marking it again, or
-# settling it itself. Nothing waits here, so nothing can deadlock on it.
-def _settle_sql(which: str) -> str:
-    unwanted = pending_from(LIVE_GENERATIONS, candidates="c.listing_id = k.listing_id")
-    return f"""
-        WITH settled AS MATERIALIZED (
-            SELECT k.listing_id, k.seq FROM ingestion_embedding_candidate k
-            WHERE {which} AND NOT EXISTS (SELECT 1 {unwanted})
-        )
-        DELETE FROM ingestion_embedding_candidate c
-        WHERE c.listing_id IN (
-            SELECT k.listing_id FROM ingestion_embedding_candidate k
-            JOIN settled s ON s.listing_id = k.listing_id AND s.seq = k.seq
-            FOR UPDATE OF k SKIP LOCKED
-        )
-    """  # noqa: S608  (constant text)
-
-
-_SETTLE_STORED = _settle_sql("k.listing_id = ANY(%s)")  # after a claim is stored
-_SETTLE_ALL = _settle_sql("TRUE")  # when nothing is left: withdrawn and deleted listings'
-
-_UPSERT = """
-    INSERT INTO ingestion_listing_embedding
-        (listing_id, generation_id, embedding, content_version, embedded_at)
-    VALUES (%s, %s, %s::vector, %s, %s)
-    ON CONFLICT (listing_id, generation_id) DO UPDATE
-        SET embedding = EXCLUDED.embedding,
-            content_version = EXCLUDED.content_version,
-            embedded_at = EXCLUDED.embedded_at
-        WHERE ingestion_listing_embedding.content_version < EXCLUDED.content_version
-"""
-# The claimed listings a claim's vectors may be stored for: still active, and held against
-# withdrawal until the commit. One a poll is changing now is passed over rather than
-# waited for: its vector would be out of date at once, and it is pending again.
-_STORABLE = """
-    SELECT id FROM ingestion_listing
-    WHERE id = ANY(%s) AND status = 'active'
-    FOR SHARE SKIP LOCKED
-"""
+from ingestion.pending import pending_from
+from ingestion.text import embedding_text
 
 
 @dataclass(frozen=True)
@@ -240,7 +123,7 @@ def embed_pending(
 def settle_candidates() -> None:
     """Drop the embedding candidates that want nothing now (`EmbeddingCandidate`)."""
     with connection.cursor() as cursor:
-        cursor.execute(_SETTLE_ALL)
+        cursor.execute(SETTLE_ALL)
 
 
 def _finish(flight: "_InFlight") -> int:
@@ -327,7 +210,7 @@ def _claim_batch(size: int) -> list["_Claim"]:
             if not claims:
                 return claims
             cursor.execute(
-                _STILL_PENDING,
+                STILL_PENDING,
                 [
                     [c.listing_id for c in claims],
                     [c.generation_id for c in claims],
@@ -361,19 +244,19 @@ def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types
 
 
 def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
-    """Upsert the vectors of the claims whose listings may have them (`_STORABLE`);
+    """Upsert the vectors of the claims whose listings may have them (`STORABLE`);
     returns those claims."""
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_STORABLE, [sorted({c.listing_id for c in claims})])
+        cursor.execute(STORABLE, [sorted({c.listing_id for c in claims})])
         storable = {row[0] for row in cursor.fetchall()}
         kept = [(c, v) for c, v in zip(claims, vectors, strict=True) if c.listing_id in storable]
         rows = [
             (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now)
             for c, v in kept
         ]
-        cursor.executemany(_UPSERT, rows)
-        cursor.execute(_SETTLE_STORED, [sorted({c.listing_id for c, _ in kept})])
+        cursor.executemany(UPSERT, rows)
+        cursor.execute(SETTLE_STORED, [sorted({c.listing_id for c, _ in kept})])
     return [c for c, _ in kept]
 
 

@@ -1,7 +1,7 @@
 """Which (listing, generation) pairs still want an embedding: an active listing of the
 generation's audience with no vector of its current content version there. One definition
-for the embedding claim (ingestion/indexing.py), the lag (ingestion/embedding_lag.py) and
-the progress of an import (evaluation/importing.py).
+for the embedding claim (ingestion/embedding_claim.py), the lag
+(ingestion/embedding_lag.py) and the progress of an import (evaluation/importing.py).
 
 Only the embedding candidates are looked at (`EmbeddingCandidate`, kept by triggers): the
 listings that may want a vector, a handful while a feed runs, against every listing when

@@ -17,7 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from ingestion.indexing import CLAIM_TAG
+from ingestion.embedding_claim import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.tokens import create_token
 from tests.conftest import (

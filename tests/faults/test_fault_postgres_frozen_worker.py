@@ -18,7 +18,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from ingestion.indexing import CLAIM_TAG
+from ingestion.embedding_claim import CLAIM_TAG
 from ingestion.models import Source
 from ingestion.upsert import apply_draft
 from tests.conftest import (

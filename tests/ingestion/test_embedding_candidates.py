@@ -1,6 +1,6 @@
 """The embedding candidates: every way a (listing, live generation) pair comes to want a
 vector marks its listing, and settling the candidates that want nothing never loses a
-change made meanwhile (ingestion/models.py `EmbeddingCandidate`, migrations/0012)."""
+change made meanwhile (ingestion/models/index.py `EmbeddingCandidate`, migrations/0012)."""
 
 import threading
 

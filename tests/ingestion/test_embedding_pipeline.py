@@ -18,6 +18,7 @@ from ingestion import generations, indexing
 from ingestion.batches import apply_parse_result
 from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder
+from ingestion.embedding_claim import CLAIM_LOCK_SPACE
 from ingestion.indexing import embed_pending, pending_count
 from ingestion.models import Listing, ListingEmbedding
 from ingestion.upsert import apply_draft
@@ -164,7 +165,7 @@ def test_a_claim_locks_only_the_listings_it_takes(generation: int) -> None:
         cursor.execute(
             "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
             " AND pid = pg_backend_pid()",
-            [indexing.CLAIM_LOCK_SPACE],
+            [CLAIM_LOCK_SPACE],
         )
         held = sorted(row[0] for row in cursor.fetchall())
     assert held == sorted(claim.listing_id for claim in claims)

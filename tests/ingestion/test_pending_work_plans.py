@@ -19,15 +19,10 @@ from ingestion.batches import apply_parse_result
 from ingestion.dedup import _CANDIDATES_UNDATED
 from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.embedding_claim import BACKFILL_CLAIM_SQL, CLAIM_SQL, SETTLE_STORED, claim_params
 from ingestion.embedding_lag import PENDING_SQL
 from ingestion.generations import TEXT_PIPELINE_VERSION
-from ingestion.indexing import (
-    _SETTLE_STORED,
-    BACKFILL_CLAIM_SQL,
-    CLAIM_SQL,
-    claim_params,
-    settle_candidates,
-)
+from ingestion.indexing import settle_candidates
 from ingestion.models import IndexGeneration, Listing
 from tests.factories import draft, source
 from tests.search_fixtures import index_listings
@@ -126,7 +121,7 @@ def test_settling_a_claims_listings_reads_only_theirs() -> None:
     each of a claim's 128, planned on the fenced lookup of ingestion/pending.py)."""
     _many_listings_embedded(50_000)
     first = Listing.objects.order_by("pk").values_list("pk", flat=True)[0]
-    assert _buffers(_run(_SETTLE_STORED, [[first]])) < 100
+    assert _buffers(_run(SETTLE_STORED, [[first]])) < 100
 
 
 @pytest.mark.django_db(transaction=True)  # VACUUM runs outside a transaction

@@ -1,5 +1,6 @@
-"""The write side's schema: sources, their records, canonical listings, index generations
-and listing embeddings."""
+"""Listings and where they come from: the audiences that may find them, the sources that
+supply them, the records each source gives, and the canonical listings de-duplicated from
+those records, with their full-text search columns and indexes."""
 
 from typing import Any, Final
 
@@ -8,7 +9,6 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
-from pgvector.django import VectorField
 
 # Listing text weights: a title hit outranks a venue or alias hit, which outranks the
 # description. The tsvector is a stored generated column, so it is current the moment a
@@ -43,7 +43,7 @@ class Audience:
 AUDIENCE_MAX_LENGTH = 220
 
 
-def _audience_field() -> models.CharField[str, str]:
+def audience_field() -> models.CharField[str, str]:
     # Not editable: an editor changing a source's audience would hide its listings from
     # the public, or publish a judged collection.
     return models.CharField(max_length=AUDIENCE_MAX_LENGTH, default=Audience.PUBLIC, editable=False)
@@ -57,7 +57,7 @@ class Source(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    audience = _audience_field()
+    audience = audience_field()
     url = models.CharField(max_length=2000, blank=True, help_text="http(s) URL or local file path")
     active = models.BooleanField(default=True)
     poll_interval_s = models.PositiveIntegerField(default=900)
@@ -105,7 +105,7 @@ class Listing(models.Model):
     # An editor withdrew it: only an editor's restore brings it back, never a source's
     # next version of one of its records (ingestion/upsert.py).
     withdrawn_by_editor = models.BooleanField(default=False)
-    audience = _audience_field()
+    audience = audience_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Bumped whenever the embedded text changes; an embedding of an older version is stale.
@@ -193,7 +193,7 @@ class Listing(models.Model):
                 name="listing_undated_title",
             ),
             # With listing_embedding_versions: what finding the listings still to embed
-            # reads (ingestion/indexing.py's claim, ingestion/embedding_lag.py), so that
+            # reads (ingestion/embedding_claim.py, ingestion/embedding_lag.py), so that
             # it never reads either table's rows (descriptions; vectors).
             models.Index(
                 fields=["audience", "id"],
@@ -229,183 +229,3 @@ class SourceRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.external_id}"
-
-
-class IndexGeneration(models.Model):
-    """An embedding model + dimensions + text pipeline; vectors are stamped with one."""
-
-    class State(models.TextChoices):
-        BUILDING = "building"
-        # Fully built but not serving: a generation waiting to be activated, or the
-        # previous active one kept for rollback until it is retired.
-        READY = "ready"
-        ACTIVE = "active"
-        RETIRED = "retired"
-
-    embedding_model = models.CharField(max_length=200)
-    dimensions = models.PositiveSmallIntegerField()
-    text_pipeline_version = models.PositiveSmallIntegerField()
-    state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
-    # The listings it embeds: public ones, or a judged collection's (Audience).
-    audience = _audience_field()
-    created_at = models.DateTimeField(auto_now_add=True)
-    activated_at = models.DateTimeField(null=True, blank=True)
-    retired_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            # The database, not application code, guarantees a single active generation
-            # for each audience.
-            models.UniqueConstraint(
-                fields=["audience"],
-                condition=Q(state="active"),
-                name="one_active_generation_per_audience",
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"generation {self.pk} ({self.embedding_model}, {self.state})"
-
-
-class ListingEmbedding(models.Model):
-    """Kept apart from `Listing`: vector index maintenance and locks on this table can
-    never block lexical search. Each generation gets its own partial HNSW index
-    (see ingestion/generations.py), so dimensions may differ between generations. Only
-    listings that can be shown have rows: withdrawing one deletes its rows in the same
-    transaction (a trigger, migrations/0003), so a vector search never spends a slot on it."""
-
-    pk = models.CompositePrimaryKey("listing", "generation")
-    listing = models.ForeignKey(Listing, on_delete=models.CASCADE)
-    generation = models.ForeignKey(IndexGeneration, on_delete=models.CASCADE)
-    embedding = VectorField()
-    content_version = models.PositiveIntegerField()
-    embedded_at = models.DateTimeField()
-    # The listing's dates, copied by triggers (migrations/0006): a vector search filters
-    # on them in the rows its index scan reads, without a join.
-    starts_at = models.DateTimeField(null=True, editable=False)
-    current_until = models.DateTimeField(null=True, editable=False)
-
-    class Meta:
-        db_table = "ingestion_listing_embedding"
-        indexes = [
-            # The rows are mostly their vector (469 MB at 100,000 listings): finding the
-            # listings without an up-to-date one reads this 4 MB instead (docs/reliability.md).
-            models.Index(
-                fields=["generation", "listing"],
-                include=["content_version"],
-                name="listing_embedding_versions",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"listing {self.listing_id} in generation {self.generation_id}"
-
-
-class EmbeddingCandidate(models.Model):
-    """A listing that may want an embedding in a live generation: where the embedding
-    claim and the lag look (ingestion/pending.py), so that their cost follows the work to
-    do rather than the listings there are. Database triggers write it (migrations/0012):
-    a listing inserted, or changed in content version, status or audience, while active;
-    an embedding of an active listing in a live generation deleted; a generation created,
-    for every active listing of its audience (`backfill_generation`: only marked so, pending
-    in that generation alone, and claimed after the others: migrations/0013). Each write
-    takes a new `seq`. A candidate
-    found to want nothing is deleted only if its `seq` is still the one read
-    (ingestion/indexing.py), so a change made meanwhile is never lost."""
-
-    # No foreign-key constraint: a trigger may mark a listing a cascade is deleting; a
-    # candidate without a listing wants nothing, and the next claim deletes it.
-    listing = models.OneToOneField(
-        Listing,
-        primary_key=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    seq = models.BigIntegerField(editable=False)
-    backfill_generation = models.ForeignKey(
-        IndexGeneration,
-        null=True,
-        editable=False,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-
-    class Meta:
-        db_table = "ingestion_embedding_candidate"
-
-    def __str__(self) -> str:
-        return f"listing {self.listing_id} (mark {self.seq})"
-
-
-class Poll(models.Model):
-    """One poll of a source and what became of every input item."""
-
-    class Status(models.TextChoices):
-        OK = "ok"
-        NOT_MODIFIED = "not_modified"
-        SKIPPED = "skipped", "Skipped (breaker open)"
-        FAILED = "failed", "Fetch failed"
-        REJECTED = "rejected", "Payload rejected"
-
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="polls")
-    started_at = models.DateTimeField()
-    finished_at = models.DateTimeField()
-    status = models.CharField(max_length=16, choices=Status.choices)
-    items = models.PositiveIntegerField(default=0)
-    new = models.PositiveIntegerField(default=0)
-    updated = models.PositiveIntegerField(default=0)
-    unchanged = models.PositiveIntegerField(default=0)
-    withdrawn = models.PositiveIntegerField(default=0)
-    quarantined = models.PositiveIntegerField(default=0)
-    # The count columns, as the command line, the API and the admin show them.
-    COUNTS = ("items", "new", "updated", "unchanged", "withdrawn", "quarantined")
-    error = models.TextField(blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["source", "-started_at"], name="poll_source_recent")]
-
-    def __str__(self) -> str:
-        return f"poll of {self.source_id} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
-
-
-class QuarantinedItem(models.Model):
-    """An input item (or a whole payload) that could not be ingested, and why."""
-
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="quarantine")
-    poll = models.ForeignKey(Poll, on_delete=models.SET_NULL, null=True, blank=True)
-    position = models.IntegerField(null=True, blank=True)
-    external_id = models.CharField(max_length=1000, blank=True)
-    reason = models.TextField()
-    permanent = models.BooleanField(default=True)
-    excerpt = models.TextField(blank=True)
-    # Editorial records keep their full JSON here, so an editor can correct it and retry.
-    raw = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    retry_requested_at = models.DateTimeField(null=True, blank=True)
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    # Why an editor dismissed it (resolved without ingesting); empty for any other item.
-    dismissal_note = models.TextField(blank=True)
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["source"], condition=Q(resolved_at=None), name="quarantine_open")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.source_id}#{self.position}: {self.reason[:60]}"
-
-
-class ApiToken(models.Model):
-    """A bearer token for an upstream editorial system; records it posts go to `source`.
-    Only a hash is stored: the token itself is shown once, when it is created."""
-
-    name = models.CharField(max_length=200, unique=True)
-    source = models.ForeignKey(Source, on_delete=models.CASCADE)
-    token_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked = models.BooleanField(default=False)
-
-    def __str__(self) -> str:
-        return self.name
