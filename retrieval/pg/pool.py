@@ -6,9 +6,9 @@ stops in the database (a synchronous query abandoned in a thread ran on for 1.4 
 One pool per event loop, because async connections belong to the loop that made them.
 
 While Postgres is unreachable, a search must fail at once rather than wait its whole
-deadline for a connection that cannot come (`_Outage`), and must find the pool whole again
-soon after Postgres is back, however long it was away (psycopg_pool's own reconnection
-backs off exponentially, to minutes).
+deadline for a connection that cannot come (retrieval/pg/outage.py), and must find the
+pool whole again soon after Postgres is back, however long it was away (psycopg_pool's
+own reconnection backs off exponentially, to minutes).
 """
 
 import asyncio
@@ -27,6 +27,13 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from retrieval import metrics
 from retrieval.pg.checkout import checked_out
+from retrieval.pg.outage import (
+    PROBE_TIMEOUT_S,
+    DatabaseUnavailableError,
+    end_outage,
+    lost,
+    outage_lasts,
+)
 
 logger = logging.getLogger(__name__)
 _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
@@ -112,59 +119,6 @@ def conninfo() -> str:
 # finds no connection starts a new attempt at once. So after an outage of any length the
 # pool connects again within about a second of Postgres being back.
 RECONNECT_TIMEOUT_S = 2.0
-# While Postgres is unreachable, how long the prober waits for a connection per attempt,
-# and how long it pauses after an attempt that failed at once.
-PROBE_TIMEOUT_S = 1.0
-PROBE_PAUSE_S = 0.1
-
-
-class DatabaseUnavailableError(psycopg.OperationalError):
-    """Postgres was unreachable at the last attempt and the pool has no connection: the
-    search fails now instead of waiting its deadline out (callers map psycopg errors to
-    `database_error` / `lexical_error`, a 503 with Retry-After)."""
-
-
-class _Outage:
-    """Postgres seen unreachable by one pool: a connection broke under a statement. Until
-    a probe gets an answer from Postgres, searches that find no idle connection fail at
-    once. One probe task per outage, on the pool's event loop; it ends when Postgres
-    answers, after discarding the pool's other connections broken meanwhile."""
-
-    def __init__(self, pool: AsyncConnectionPool) -> None:
-        self.probe = asyncio.create_task(self._probe(pool), name="postgres-probe")
-
-    @property
-    def lasts(self) -> bool:
-        return not self.probe.done()
-
-    @staticmethod
-    async def _probe(pool: AsyncConnectionPool) -> None:
-        logger.warning("search pool: Postgres unreachable; failing searches fast until it answers")
-        while True:
-            try:
-                # Waiting for a connection makes the pool start an attempt to add one.
-                async with pool.connection(timeout=PROBE_TIMEOUT_S) as conn:
-                    await conn.execute("SELECT 1")
-            except psycopg.Error:
-                await asyncio.sleep(PROBE_PAUSE_S)  # the pool's attempt or the server failed fast
-                continue
-            await pool.check()
-            logger.warning("search pool: Postgres answers again")
-            return
-
-
-_outages: "weakref.WeakKeyDictionary[AsyncConnectionPool, _Outage]" = weakref.WeakKeyDictionary()
-
-
-def _outage_lasts(pool: AsyncConnectionPool) -> bool:
-    outage = _outages.get(pool)
-    return outage is not None and outage.lasts
-
-
-def _lost(pool: AsyncConnectionPool) -> None:
-    """A connection of `pool` broke: begin an outage, unless one is under way."""
-    if not _outage_lasts(pool):
-        _outages[pool] = _Outage(pool)
 
 
 def server_stalled() -> None:
@@ -173,7 +127,7 @@ def server_stalled() -> None:
     no idle connection fail at once until the probe gets an answer."""
     pool = _pools.get(asyncio.get_running_loop())
     if pool is not None:
-        _lost(pool)
+        lost(pool)
 
 
 # How often a pool's size and its event loop's tasks are written to the gauges: they say
@@ -256,7 +210,7 @@ async def get_pool() -> AsyncConnectionPool:
             _samplers.pop(pool).cancel()
             pool = _new_pool(loop)
             await pool.open(wait=False)
-            _lost(pool)
+            lost(pool)
             raise DatabaseUnavailableError("Postgres did not answer a first connection") from exc
     return pool
 
@@ -283,7 +237,7 @@ async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
     DatabaseUnavailableError while Postgres is known unreachable and no idle connection
     is left to try."""
     pool = await get_pool()
-    if _outage_lasts(pool) and not pool.get_stats().get("pool_available"):
+    if outage_lasts(pool) and not pool.get_stats().get("pool_available"):
         raise DatabaseUnavailableError("Postgres was unreachable at the last attempt")
     asked = time.perf_counter()
     try:
@@ -294,7 +248,7 @@ async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
                 yield conn
             except psycopg.OperationalError:
                 if conn.broken:
-                    _lost(pool)
+                    lost(pool)
                 raise
     except PoolTimeout:
         if metrics.counted():
@@ -319,7 +273,5 @@ async def _close(pool: AsyncConnectionPool) -> None:
     sampler = _samplers.pop(pool, None)
     if sampler is not None:
         sampler.cancel()
-    outage = _outages.pop(pool, None)
-    if outage is not None:
-        outage.probe.cancel()
+    end_outage(pool)
     await pool.close()

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from retrieval.pg import outage
 from retrieval.pg import pool as pg_pool
 from tests.conftest import free_port
 
@@ -25,12 +26,12 @@ async def test_a_pool_opened_while_postgres_is_down_fails_its_searches_fast(
     monkeypatch.setattr(pg_pool, "conninfo", lambda: nobody)
     try:
         started = time.perf_counter()
-        with pytest.raises(pg_pool.DatabaseUnavailableError):
+        with pytest.raises(outage.DatabaseUnavailableError):
             await _search_connection()
-        assert time.perf_counter() - started < pg_pool.PROBE_TIMEOUT_S + 0.5
+        assert time.perf_counter() - started < outage.PROBE_TIMEOUT_S + 0.5
 
         started = time.perf_counter()
-        with pytest.raises(pg_pool.DatabaseUnavailableError):
+        with pytest.raises(outage.DatabaseUnavailableError):
             await _search_connection()
         assert time.perf_counter() - started < 0.01
     finally:
