@@ -9,7 +9,7 @@ series that can't be expanded within the caps; the other events still parse. Pos
 are VEVENT indexes, so the drafts of one series share their master's (or override's).
 
 Expansion is bounded before the library runs: at most `max_occurrences_per_event` in
-the window, and a deterministic budget of dateutil work per payload (calendar_time).
+the window, and a deterministic budget of dateutil work per payload (recurrence_budget).
 
 External ids must survive re-polls, because they are how a listing is found again:
   - a one-off event is its UID alone, so moving it to another day updates the listing;
@@ -32,16 +32,15 @@ from recurring_ical_events import EventAdapter, Occurrence, Series
 
 from ingestion.drafts import EXCERPT_CHARS, BadItem, ListingDraft, ParseResult, PayloadError
 from ingestion.parsers.calendar_time import (
-    ExpansionBudget,
     as_aware,
     calendar_zones,
     iana_name,
     iana_zone,
     localise_event,
-    recurrence_problem,
     utc_stamp,
     when,
 )
+from ingestion.parsers.recurrence_budget import ExpansionBudget, recurrence_problem
 
 MAX_DESCRIPTION_CHARS = 5000
 # About one second of recurrence expansion per payload (see ExpansionBudget).
