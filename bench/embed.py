@@ -232,7 +232,8 @@ def main() -> int:
     best_p50 = float(np.percentile(best.latencies_ms, 50))
     # The batch target is the runtime's (issue 2), on the two threads it was set for; the
     # default leaves a core to the rest of the pipeline where there are only two
-    # (docs/architecture.md), and its row above shows what that costs a batch.
+    # (docs/decisions/embedder-threads-one-per-query-a-core-left-beside-a-batch.md), and its
+    # row above shows what that costs a batch.
     fastest = onnx_rows[2, False]
     checks = [
         (f"query p50 <= {TARGET_QUERY_P50_MS} ms", best_p50 <= TARGET_QUERY_P50_MS),

@@ -13,7 +13,8 @@ ever moves a vector forward in content version.
 Invariants: a vector is stored with the content version it was embedded from, so a
 listing that changed while the model embedded it stays pending and is embedded again;
 a claim locks no listing row while the model works, so a poll that changes a listing
-never waits for the model (with row locks it did, for a whole claim: docs/architecture.md);
+never waits for the model (with row locks it did, for a whole claim:
+docs/decisions/embedding-claim-takes-advisory-locks.md);
 the vectors are stored only for listings still active, locked `FOR SHARE` from the check
 to the commit, so a listing withdrawn meanwhile (whose trigger deletes its vectors) is
 never left with one. A worker killed at any point leaves its claims to the next sweep

@@ -5,7 +5,8 @@ Autovacuum analyses a table once a tenth of it has changed, but only on its next
 statistics, or those of a fraction of its size, and every estimate is a default guess; on
 such a table the undated de-duplication lookup was planned on an index that read every
 active listing for each draft: 687 ms for a batch of 128 where the normalised-title index
-took 1.3 ms, three quarters of a poll (docs/architecture.md). So a poll that added
+took 1.3 ms, three quarters of a poll
+(docs/decisions/undated-drafts-dedup-on-a-normalised-title.md). So a poll that added
 listings checks, in one catalog query, whether the listings have more than doubled since
 they were last analysed (or never were), and if so analyses them: what Postgres' own
 documentation asks of a bulk load. Past the first import that is rare, and analysing is

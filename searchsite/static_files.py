@@ -3,7 +3,7 @@ them: each under its original name and under a name carrying a hash of its conte
 (ManifestStaticFilesStorage), which is what `{% static %}` writes into pages. A hashed name
 never changes content, so browsers may keep it for a year without asking again; an
 original name may, so it is cached for an hour. Without WhiteNoise (see
-docs/architecture.md) nothing else serves them."""
+docs/decisions/search-requests-stay-on-the-event-loop.md) nothing else serves them."""
 
 from pathlib import Path
 

@@ -103,10 +103,10 @@ class Worker:
 # hold up the others. Embedding is CPU-bound and gets its own worker, so neither kind of
 # work can starve the other. Warming gets a third: its searches wait on Postgres, and
 # during a vector stall the embedding of new listings waited behind them
-# (docs/architecture.md). Embedding and warming can wait for searches: they run at a lower
-# CPU priority, the same for both (warming, with the two at one priority, still slowed the
-# embedding's catch-up after a vector stall by a third: docs/reliability.md; above it,
-# it would take more).
+# (docs/decisions/one-celery-worker-per-kind-of-work.md). Embedding and warming can wait
+# for searches: they run at a lower CPU priority, the same for both (warming, with the two
+# at one priority, still slowed the embedding's catch-up after a vector stall by a third:
+# docs/reliability.md; above it, it would take more).
 BACKGROUND_NICE = 10
 WORKERS = (
     Worker("ingest-worker", "ingestion", 4),

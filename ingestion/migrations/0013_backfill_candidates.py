@@ -3,7 +3,7 @@
 A generation created marks every active listing of its audience a candidate. Each claim
 then found all the pending pairs, sorted them and took 128: at 100,000 listings 370 ms and
 1.2 million buffers a claim for the whole of the build, where the claim over every listing
-had taken 37-41 ms (docs/architecture.md); and each read of the vector lag, 230 ms. The
+had taken 37-41 ms (docs/decisions/pending-embeddings-tracked-as-candidates.md); and each read of the vector lag, 230 ms. The
 generation's marks now carry its id, so a claim can walk them in key order and stop once
 it has its batch, and the lag (active generations) passes over another generation's
 backfill. The other marks (a listing written, a vector deleted) stay few and are claimed

@@ -9,7 +9,7 @@ expanded or fetched, and feedparser's own prolog regexes (quadratic in runs of b
 cubic in a crafted first line) only see one short line. It always gets a stream: given
 bytes, feedparser.parse first tries them as a file name. defusedxml is no substitute: it
 would guard only expat, after those regexes and never the loose parser feedparser falls
-back to; behind this scan it finds nothing (docs/architecture.md, "Feed prologs").
+back to; behind this scan it finds nothing (docs/decisions/feed-prologs-scanned-not-defusedxml.md).
 
 Decisions:
   - external_id is the entry's id (RSS guid, Atom id, RDF about), else its link, else

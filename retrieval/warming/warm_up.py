@@ -11,7 +11,7 @@ searches find their connections open and their statements prepared.
 
 Invariants: a warm-up search never tells the vector breaker of its outcome (a cold index
 is slow, not broken; see `warming.run.search_unaccounted`); and the record that the stack is
-warm (a row in Postgres, retrieval's migration 0005) names the Postgres server it warmed
+warm (a row in Postgres, retrieval's migration 0006) names the Postgres server it warmed
 by its start time, so a server restarted since (its shared buffers empty again) is never
 taken for warm.
 """

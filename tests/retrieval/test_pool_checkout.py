@@ -3,7 +3,8 @@ waits for a pooled connection, cancelled at random instants as a search's stages
 their budgets run out, leaves the pool whole.
 
 The same storm through psycopg_pool 3.3.3's own `pool.connection()` left 2 of a pool of 4
-connections lost in each of two runs (docs/architecture.md), so this test fails when
+connections lost in each of two runs
+(docs/decisions/pool-connections-returned-whatever-cancels.md), so this test fails when
 `checked_out` is replaced by it."""
 
 import asyncio
