@@ -80,7 +80,7 @@ def search_capacity(
     import uvloop  # the web server's loop (searchsite.supervisor.web_argv)
 
     from retrieval.bounds.breaker_gate import NeverOpen
-    from retrieval.bounds.deadline import SearchDeadline, plan_budgets
+    from retrieval.bounds.deadline import SearchDeadline
     from retrieval.pg.pool import close_pools
     from retrieval.query.parse import parse_query
     from retrieval.search import answer
@@ -95,7 +95,7 @@ def search_capacity(
     async def searches(texts: Sequence[str]) -> int:
         unanswered = 0
         for text in texts:
-            deadline = SearchDeadline.start(plan_budgets(budget_policy(), caller_timeout_ms=None))
+            deadline = SearchDeadline.planned(budget_policy())
             try:
                 await answer(parse_query(text, "10"), deadline, deps)
             except NoAnswerError:

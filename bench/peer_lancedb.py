@@ -89,19 +89,19 @@ async def measure(
 ) -> tuple[list[float], list[float]]:
     import dataclasses
 
-    from retrieval.bounds.deadline import SearchDeadline, plan_budgets
+    from retrieval.bounds.deadline import SearchDeadline
     from retrieval.hybrid import hybrid_search
     from retrieval.pg.pool import close_pools
     from retrieval.query.parse import parse_query
     from retrieval.service import budget_policy, dependencies
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
-    budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
+    policy = budget_policy()
     figures: dict[str, list[float]] = {"ours": [], "theirs": []}
 
     async def ours(q: str) -> float:
         started = time.perf_counter()
-        await hybrid_search(parse_query(q, "10"), SearchDeadline.start(budgets), deps)
+        await hybrid_search(parse_query(q, "10"), SearchDeadline.planned(policy), deps)
         return (time.perf_counter() - started) * 1000
 
     async def theirs(q: str) -> float:

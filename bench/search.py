@@ -126,7 +126,7 @@ async def in_process(
     from psycopg import sql
 
     from ingestion.embedding import DIMENSIONS
-    from retrieval.bounds.deadline import Deadline, SearchDeadline, plan_budgets
+    from retrieval.bounds.deadline import Deadline, SearchDeadline
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg.lexical import PgLexicalIndex
     from retrieval.pg.pool import connection
@@ -135,7 +135,7 @@ async def in_process(
     from retrieval.service import budget_policy, dependencies
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
-    budgets = plan_budgets(budget_policy(), caller_timeout_ms=None)
+    policy = budget_policy()
     rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(
         generation=sql.Literal(generation), dims=sql.Literal(DIMENSIONS)
     )
@@ -149,7 +149,7 @@ async def in_process(
 
     async def ours(q: str, keep: bool) -> None:
         started = time.perf_counter()
-        outcome = await hybrid_search(parse_query(q, "10"), SearchDeadline.start(budgets), deps)
+        outcome = await hybrid_search(parse_query(q, "10"), SearchDeadline.planned(policy), deps)
         elapsed = (time.perf_counter() - started) * 1000
         if keep:
             figures["ours"].append(elapsed)
@@ -162,7 +162,7 @@ async def in_process(
         query = parse_query(q, "10")
         started = time.perf_counter()
         limit = query.k * CANDIDATES_PER_RESULT
-        await PgLexicalIndex().search(query, limit, Deadline.after(budgets.lexical_ms))
+        await PgLexicalIndex().search(query, limit, SearchDeadline.planned(policy).stages)
         if keep:
             figures["lexical"].append((time.perf_counter() - started) * 1000)
 
