@@ -280,7 +280,8 @@ METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", ["127.0.0.0/
 METRICS_BEARER_TOKEN = env_optional("METRICS_BEARER_TOKEN")
 SEARCH_MAX_VECTOR_IN_FLIGHT = env_int("SEARCH_MAX_VECTOR_IN_FLIGHT", 8)
 # Search requests one web process serves at once; past it the door answers 503 at once
-# (retrieval/bounds/door.py). Chosen by measurement, docs/reliability.md.
+# (retrieval/bounds/door.py). No run has compared it with other values yet
+# (docs/reliability.md, "Overload").
 SEARCH_MAX_IN_FLIGHT = env_int("SEARCH_MAX_IN_FLIGHT", 16)
 # A proxy in front that stamps X-Request-Start (and strips the clients' own): only then
 # may a search's deadline count from the proxy's receipt (retrieval/bounds/arrival.py).

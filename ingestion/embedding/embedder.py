@@ -62,11 +62,13 @@ class Embedder:
         if runtime == "onnx":
             model_path = ensure_onnx_model(cache_dir or default_cache_dir())
             # Queries get a session of their own on one intra-op thread: a web process embeds
-            # many single queries at once, side by side on the cores (retrieval/query/embedder.py),
-            # and two threads each oversubscribed them: with one, the capacity limit of
-            # bench/capacity.py doubled (docs/reliability.md). A batch has one pass at a time to
-            # spread over the cores. The query session is made now, as a first query must not
-            # pay for it; the batch session on the first batch, which a web process never has.
+            # many single queries at once, side by side on the cores
+            # (retrieval/query/embedder.py), and two threads each oversubscribed them: with
+            # one, the capacity limit of bench/capacity.py doubled
+            # (docs/decisions/embedder-threads-one-per-query-a-core-left-beside-a-batch.md).
+            # A batch has one pass at a time to spread over the cores. The query session is
+            # made now, as a first query must not pay for it; the batch session on the first
+            # batch, which a web process never has.
             return cls(
                 OnnxEncoder(model_path, threads or default_threads(), spin, eager=False),
                 runtime,
@@ -143,7 +145,8 @@ def default_threads() -> int:
     # them: Postgres storing the vectors, the polls, and searches. On the 2-core target two
     # threads embed a batch faster alone, but they spend more CPU a listing: with one, the
     # pipeline kept the model busy (end to end 0.93-0.96 of raw, against 0.79-0.82), and
-    # with a feed at the same rate fewer searches fell back (docs/reliability.md, session 17).
+    # with a feed at the same rate fewer searches fell back
+    # (docs/decisions/embedder-threads-one-per-query-a-core-left-beside-a-batch.md).
     # Past three cores, more threads than two were never measured. Where several processes
     # embed at once on the same cores (Celery concurrency > 1), set 1.
     return max(1, min(2, len(os.sched_getaffinity(0)) - 1))

@@ -7,7 +7,7 @@ into the index by whoever finds it full, or by autovacuum. Under the soak's feed
 listings/s) autovacuum's ANALYZE of the table merged it once every minute or two, and
 for the 1.6 s it took every lexical statement ran past its statement_timeout: the soak's
 minutes with a p99 of 150-160 ms and 503s came back at the same minutes run after run
-(docs/reliability.md, session 21).
+(docs/decisions/listing-gin-indexes-keep-no-pending-list.md).
 
 The indexes are altered in place, not rebuilt, and what their lists hold now is merged
 here, in the migration, rather than by the first insert after it."""

@@ -83,7 +83,7 @@ async def test_readiness_warms_up_the_process_own_event_loop_first(
 async def test_the_pool_filled_while_a_first_search_opens_it(settings: Settings) -> None:
     """A readiness probe fills the pool while another request's first search is still
     opening it: psycopg_pool's wait() asserts that no other is under way, and the probe
-    answered 500 (CI, session 17)."""
+    answered 500 (once in CI)."""
     settings.SEARCH_POOL_SIZE = 5
     await asyncio.gather(pg_pool.get_pool(), pg_pool.fill_pool(5.0))
     pool = await pg_pool.get_pool()

@@ -105,7 +105,7 @@ def test_make_run_serves_stops_cleanly_and_keeps_data(system: System) -> None:
 
     system.start()
     # About the data kept, not the first answer's speed: on a loaded machine the first
-    # search of the restarted stack came back without results once (CI, session 20).
+    # search of the restarted stack came back without results once in CI.
     wait_until(lambda: _finds(system.base, title), 60, "the kept listing to be found")
     assert system.interrupt() == 0
     assert _leftovers(system.run_dir) == []
