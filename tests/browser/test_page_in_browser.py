@@ -1,7 +1,10 @@
 """The search page in real headless Chromium against the live app: typing a search, the
 progressive replacement of the lexical preview (with the vector stage stalled, and free),
-without JavaScript, by keyboard alone, and axe-core's verdict at desktop and phone width."""
+without JavaScript, by keyboard alone, and axe-core's verdict at desktop and phone width.
+With SCREENSHOTS_DIR set, also the README's pictures of the page
+(`SCREENSHOTS_DIR=docs/img pytest tests/browser/test_page_in_browser.py -k screenshots`)."""
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +25,7 @@ from tests.browser.pages import (
 from tests.live_app import LiveApp, serving
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, ViewportSize
 
 # A day, a date, a month, a time and the listing's own zone ("Sat 6 Dec, 19:30 GMT", or a range;
 # the events here are London's).
@@ -223,5 +226,62 @@ def test_axe_finds_nothing_serious(
         page.add_script_tag(path=str(axe))
         assert serious_violations(page) == []
         assert not scrolls_sideways(page)
+    finally:
+        context.close()
+
+
+@pytest.mark.skipif(not os.environ.get("SCREENSHOTS_DIR"), reason="SCREENSHOTS_DIR is not set")
+def test_take_the_search_page_s_screenshots(
+    browser: "Browser", app: LiveApp, test_database_url: str
+) -> None:
+    """The README's pictures (docs/img/search-*.png, docs/img/api-docs.png), each of the
+    state it is named for: a picture of another fails here rather than misleads there."""
+    out = Path(os.environ["SCREENSHOTS_DIR"])
+    # name, viewport, the search, stalled, the mode its final answer must show
+    shots: list[tuple[str, ViewportSize, dict[str, str], bool, str]] = [
+        ("search-results", DESKTOP, {"q": "jazz"}, False, "hybrid"),
+        (
+            "search-filtered",
+            DESKTOP,
+            {"q": "music", "when": "next-7-days", "venue": "cellar"},
+            False,
+            "hybrid",
+        ),
+        ("search-degraded", DESKTOP, {"q": "organ recital"}, True, "lexical_fallback"),
+        ("search-phone", PHONE, {"q": "jazz"}, False, "hybrid"),
+        (
+            "search-empty",
+            DESKTOP,
+            {"q": "zxqv"},
+            True,
+            "lexical_fallback",
+        ),  # only words can find nothing
+    ]
+    for name, viewport, params, stalled, mode in shots:
+        context = browser.new_context(viewport=viewport, device_scale_factor=1)
+        try:
+            page = context.new_page()
+            if stalled:
+                with embeddings_locked(test_database_url):
+                    open_search(page, app.url, **params)
+            else:
+                # On a loaded machine a first search's vector stage can miss its budget;
+                # the picture is of the usual answer, so it is asked again, a few times.
+                for _ in range(5):
+                    open_search(page, app.url, **params)
+                    if page.locator("#final").get_attribute("data-mode") == "hybrid":
+                        break
+            assert page.locator("#final").get_attribute("data-mode") == mode, name
+            assert (page.locator("#final .empty").count() == 1) == (name == "search-empty"), name
+            assert not scrolls_sideways(page), name
+            page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+        finally:
+            context.close()
+    context = browser.new_context(viewport=DESKTOP, device_scale_factor=1)
+    try:
+        page = context.new_page()
+        page.goto(f"{app.url}/api/docs")
+        assert page.locator("h1").count() >= 1
+        page.screenshot(path=str(out / "api-docs.png"))
     finally:
         context.close()
