@@ -165,3 +165,20 @@ def private_postgres(base: Path, copy_of: str) -> Iterator[PrivatePostgres]:
         yield server
     finally:
         server.stop()
+
+
+@dataclass(frozen=True)
+class PrivateStack:
+    postgres: PrivatePostgres
+    valkey: PrivateValkey
+    env: dict[str, str]  # the environment given, pointed at the two servers
+
+
+@contextmanager
+def private_stack(base: Path, copy_of: str, env: dict[str, str]) -> Iterator[PrivateStack]:
+    """A private Postgres holding a copy of the database at `copy_of`, a private Valkey,
+    and `env` with DATABASE_URL and REDIS_URL naming them: for a fault test's app and
+    workers, whose servers it may stop and freeze without touching the suite's."""
+    with private_postgres(base, copy_of) as postgres, private_valkey(base) as valkey:
+        pointed = {**env, "DATABASE_URL": postgres.url, "REDIS_URL": valkey.url}
+        yield PrivateStack(postgres, valkey, pointed)

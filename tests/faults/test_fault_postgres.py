@@ -38,8 +38,7 @@ from tests.private_services import (
     FAULT_SETTINGS,
     PrivatePostgres,
     PrivateValkey,
-    private_postgres,
-    private_valkey,
+    private_stack,
 )
 from tests.search_fixtures import index_listings
 
@@ -73,20 +72,11 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
     feed.write_bytes(_feed("v1"))
     source = Source.objects.create(name="a feed", kind=Source.Kind.FEED, url=str(feed))
     assert poll_source(source.pk).new == ITEMS
-    with (
-        private_postgres(tmp_path, copy_of=test_database_url) as postgres,
-        private_valkey(tmp_path) as valkey,
-    ):
-        env = {
-            **child_env,
-            **FAULT_SETTINGS,
-            "DATABASE_URL": postgres.url,
-            "REDIS_URL": valkey.url,
-        }
-        worker = start_worker(env, name="pg-fault-worker", queues="ingestion")
+    with private_stack(tmp_path, test_database_url, {**child_env, **FAULT_SETTINGS}) as private:
+        worker = start_worker(private.env, name="pg-fault-worker", queues="ingestion")
         try:
-            with serving(env) as app:
-                yield Stack(app, postgres, valkey, source.pk, feed)
+            with serving(private.env) as app:
+                yield Stack(app, private.postgres, private.valkey, source.pk, feed)
         finally:
             stop_worker(worker)
 

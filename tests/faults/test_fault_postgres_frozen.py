@@ -45,7 +45,7 @@ from tests.private_services import (
     PrivatePostgres,
     PrivateValkey,
     private_postgres,
-    private_valkey,
+    private_stack,
 )
 from tests.search_fixtures import index_listings
 from tests.web_vitals import Vitals, at_rest, vitals
@@ -82,22 +82,16 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
     desk = Source.objects.create(name="Editorial desk", kind=Source.Kind.EDITORIAL)
     token = create_token("cms", desk)
     User.objects.create_superuser(EDITOR, password=PASSWORD)
-    with (
-        private_postgres(tmp_path, copy_of=test_database_url) as postgres,
-        private_valkey(tmp_path) as valkey,
-    ):
-        env = {
-            **child_env,
-            **FAULT_SETTINGS,
-            "DATABASE_URL": postgres.url,
-            "REDIS_URL": valkey.url,
-            # One process, so that its /metrics and its threads are the server's.
-            "WEB_PROCESSES": "1",
-            "SEARCH_POOL_SIZE": str(POOL_SIZE),
-            "DATABASE_STALL_TIMEOUT_S": str(STALL_TIMEOUT_S),
-        }
-        with serving(env) as app:
-            yield Stack(app, postgres, valkey, token)
+    env = {
+        **child_env,
+        **FAULT_SETTINGS,
+        # One process, so that its /metrics and its threads are the server's.
+        "WEB_PROCESSES": "1",
+        "SEARCH_POOL_SIZE": str(POOL_SIZE),
+        "DATABASE_STALL_TIMEOUT_S": str(STALL_TIMEOUT_S),
+    }
+    with private_stack(tmp_path, test_database_url, env) as private, serving(private.env) as app:
+        yield Stack(app, private.postgres, private.valkey, token)
 
 
 def _ready(app: LiveApp) -> bool:

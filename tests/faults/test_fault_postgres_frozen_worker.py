@@ -29,7 +29,7 @@ from tests.conftest import (
     waiting_on_a_lock,
 )
 from tests.factories import draft
-from tests.private_services import PrivatePostgres, private_postgres, private_valkey
+from tests.private_services import PrivatePostgres, private_stack
 from tests.search_fixtures import index_listings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -55,16 +55,8 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
     with transaction.atomic():  # listings waiting for their embedding
         for number, title in enumerate(NEW):
             apply_draft(desk, draft(f"new-{number}", title=title, starts_at=None), timezone.now())
-    with (
-        private_postgres(tmp_path, copy_of=test_database_url) as postgres,
-        private_valkey(tmp_path) as valkey,
-    ):
-        env = {
-            **child_env,
-            "DATABASE_URL": postgres.url,
-            "REDIS_URL": valkey.url,
-        }
-        yield Stack(postgres, env)
+    with private_stack(tmp_path, test_database_url, child_env) as private:
+        yield Stack(private.postgres, private.env)
 
 
 def _pool(worker_pid: int) -> set[int]:
