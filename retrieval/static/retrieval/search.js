@@ -1,4 +1,4 @@
-// The search page's progressive results (retrieval/page.py). The stylesheet alone swaps
+// The search page's progressive results (retrieval/web/page.py). The stylesheet alone swaps
 // the preview for the final results; this only says so to screen readers, and keeps a
 // preview the user has focused in place until focus leaves it, so nothing moves under them.
 (function () {
