@@ -50,6 +50,12 @@ LATENCY_BUCKETS = (
 )
 
 STARTED = Counter("retrieval_started", "Searches started", ["query_class"])
+# Suggestions as a visitor types: answered, or given none because the statement missed its
+# deadline (`timeout`) or failed (`error`).
+SUGGESTIONS = Counter("retrieval_suggestions", "Suggestion requests", ["outcome"])
+SUGGEST_SECONDS = Histogram(
+    "retrieval_suggest_seconds", "Time to answer a suggestion request", buckets=LATENCY_BUCKETS
+)
 COMPLETED = Counter(
     "retrieval_completed", "Searches answered", ["mode", "degraded", "query_class", "generation"]
 )

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from retrieval.pg import vocabulary
+from retrieval.pg import suggestions, vocabulary
 from retrieval.warming import run as warming_run
 
 
@@ -14,3 +14,8 @@ def warm_cache(key: str) -> str:
 @shared_task
 def refresh_vocabulary() -> None:
     vocabulary.refresh()
+
+
+@shared_task
+def refresh_suggestions() -> None:
+    suggestions.refresh()

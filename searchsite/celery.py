@@ -52,6 +52,12 @@ app.conf.update(
         # A safety sweep: embedding is normally queued by the poll that changed listings.
         "embed-pending": {"task": "ingestion.tasks.embed_pending", "schedule": 60.0},
         "refresh-vocabulary": {"task": "retrieval.tasks.refresh_vocabulary", "schedule": 300.0},
+        # A listing added, withdrawn or moved is suggested as it is from the next refresh
+        # on (a text whose listings have all ended is dropped at once, by the statement).
+        "refresh-suggestions": {
+            "task": "retrieval.tasks.refresh_suggestions",
+            "schedule": env_float("SEARCH_SUGGEST_REFRESH_S", 60.0),
+        },
         "recall-guardrail": {
             "task": "evaluation.tasks.recall_guardrail",
             # Read here, not from Django's settings: this module is imported before the

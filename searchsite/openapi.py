@@ -24,8 +24,10 @@ from retrieval.web.api_types import (
     BadParameterBody,
     Parameter,
     SearchBody,
+    SuggestBody,
     UnavailableBody,
     search_parameters,
+    suggest_parameters,
 )
 from searchsite import openapi_docs
 
@@ -50,6 +52,7 @@ def _body_schemas() -> tuple[dict[str, JsonSchemaValue], dict[str, JsonSchemaVal
     body is described as what is read, a response as what the view writes."""
     bodies: dict[str, tuple[Any, JsonSchemaMode]] = {
         "search": (SearchBody, "serialization"),
+        "suggest": (SuggestBody, "serialization"),
         "bad_parameter": (BadParameterBody, "serialization"),
         "unavailable": (UnavailableBody, "serialization"),
         "records_request": (RecordsRequest, "validation"),
@@ -131,6 +134,22 @@ def _search(bodies: dict[str, JsonSchemaValue]) -> JsonSchemaValue:
     }
 
 
+def _suggest(bodies: dict[str, JsonSchemaValue]) -> JsonSchemaValue:
+    parameters = suggest_parameters(max_chars=settings.SEARCH_SUGGEST_MAX_CHARS)
+    return {
+        "operationId": "suggest",
+        "summary": "Suggest titles and venues as a visitor types",
+        "description": "Up to a few titles and venues of listings that can still be attended, "
+        "for every word typed (the last one as a prefix), then for near misses. Answered "
+        "within a deadline of its own: a slow database gives an empty list, not an error.",
+        "parameters": [_parameter(parameter) for parameter in parameters],
+        "responses": {
+            "200": _json(bodies["suggest"], "The suggestions, best first; [] for none."),
+            "400": _json(bodies["bad_parameter"], "A parameter was refused; it is named."),
+        },
+    }
+
+
 def _editorial(bodies: dict[str, JsonSchemaValue]) -> JsonSchemaValue:
     challenge = _header("The scheme to authenticate with.", {"type": "string"})
     return {
@@ -170,6 +189,7 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": {
             "/api/search": {"get": _search(bodies)},
+            "/api/suggest": {"get": _suggest(bodies)},
             "/api/editorial/records": {"post": _editorial(bodies)},
         },
         "components": {

@@ -265,6 +265,13 @@ SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)
 SEARCH_HNSW_M = env_int("SEARCH_HNSW_M", 16)
 SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
 SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
+# Suggestions as a visitor types (GET /api/suggest, retrieval/pg/suggestions.py): a deadline
+# of their own, far under a search's (a keystroke's answer is stale by the next one), how
+# many, and the longest text suggested for. How often the suggested texts are read afresh,
+# SEARCH_SUGGEST_REFRESH_S, is beat's (searchsite/celery.py).
+SEARCH_SUGGEST_DEADLINE_MS = env_float("SEARCH_SUGGEST_DEADLINE_MS", 30.0)
+SEARCH_SUGGEST_LIMIT = env_int("SEARCH_SUGGEST_LIMIT", 8)
+SEARCH_SUGGEST_MAX_CHARS = env_int("SEARCH_SUGGEST_MAX_CHARS", 100)
 # Request bodies Django reads into memory: above the editorial API's own 5 MB cap
 # (ingestion/api.py), so a body under that cap reaches the API and a larger one gets its
 # JSON 413, not Django's HTML 400 at the default 2.5 MB.

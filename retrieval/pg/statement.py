@@ -42,6 +42,7 @@ LEXICAL_TAG = "searchsite:lexical"
 VECTOR_TAG = "searchsite:vector"
 GENERATION_TAG = "searchsite:generation"
 LISTINGS_TAG = "searchsite:listings"
+SUGGEST_TAG = "searchsite:suggest"
 
 
 async def fetch_with_local_settings(

@@ -83,12 +83,19 @@ def requires_every_term(text: str) -> bool:
     return bool(_QUOTED_PHRASE.search(text) or _NEGATION.search(text))
 
 
-def _clean_text(raw: str | None, max_chars: int) -> str:
-    """NFC, whitespace collapsed and stripped; refused if empty, too long or with controls."""
+def parse_typed(raw: str | None, max_chars: int) -> str:
+    """What a visitor has typed so far, for suggestions: cleaned as `q` is, but blank is
+    allowed (it is suggested nothing)."""
+    return _clean_text(raw, max_chars, required=False)
+
+
+def _clean_text(raw: str | None, max_chars: int, *, required: bool = True) -> str:
+    """NFC, whitespace collapsed and stripped; refused if empty (when `required`), too
+    long or with controls."""
     if raw is not None and _CONTROL.search(raw):
         raise BadQueryError("q contains control characters")
     text = " ".join(unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", raw or "")).split())
-    if not text:
+    if not text and required:
         raise BadQueryError("q is required")
     if len(text) > max_chars:
         raise BadQueryError(f"q is longer than {max_chars} characters")

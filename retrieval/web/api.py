@@ -5,23 +5,34 @@ the two answer in one shape."""
 
 import asyncio
 import dataclasses
+import time
 from datetime import datetime
 from typing import cast
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from retrieval import metrics
 from retrieval.bounds import arrival
 from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_timeout
 from retrieval.pg.hydrate import ListingView
+from retrieval.pg.suggestions import suggest
 from retrieval.query.filters import parse_filters
-from retrieval.query.parse import BadQueryError, parse_page, parse_query
+from retrieval.query.parse import BadQueryError, parse_page, parse_query, parse_typed
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy
-from retrieval.types import CallerDeadlineError, NoAnswerError, Query, Reason, SearchOutcome
+from retrieval.types import (
+    CallerDeadlineError,
+    NoAnswerError,
+    Query,
+    Reason,
+    SearchOutcome,
+    StageTimeoutError,
+)
 from retrieval.web.api_types import (
     BadParameterBody,
     ResultBody,
@@ -29,6 +40,9 @@ from retrieval.web.api_types import (
     SourceBody,
     SourceKind,
     Stage,
+    SuggestBody,
+    SuggestionBody,
+    SuggestionKind,
     UnavailableBody,
 )
 
@@ -134,6 +148,34 @@ async def search_api(request: HttpRequest) -> JsonResponse:
     body = outcome_json(shown)
     if await _staff(request, deadline.end):
         body["timings_ms"] = timings_json(shown.outcome)
+    return JsonResponse(body)
+
+
+@require_GET
+async def suggest_api(request: HttpRequest) -> JsonResponse:
+    """Suggestions for what has been typed so far. Any text it takes is answered 200: a
+    database too slow for the suggestions' deadline, or failing, gives none (counted by
+    outcome), never an error a search box would have to show."""
+    try:
+        typed = parse_typed(request.GET.get("q"), settings.SEARCH_SUGGEST_MAX_CHARS)
+    except BadQueryError as exc:
+        return bad_request(exc)
+    started = time.perf_counter()
+    deadline = Deadline.after(settings.SEARCH_SUGGEST_DEADLINE_MS)
+    try:
+        found = await suggest(typed, settings.SEARCH_SUGGEST_LIMIT, deadline)
+        outcome = "answered"
+    except StageTimeoutError:
+        found, outcome = [], "timeout"
+    except psycopg.Error:  # the pool's timeouts and an unreachable server included
+        found, outcome = [], "error"
+    metrics.SUGGESTIONS.labels(outcome=outcome).inc()
+    metrics.SUGGEST_SECONDS.observe(time.perf_counter() - started)
+    body = SuggestBody(
+        suggestions=[
+            SuggestionBody(text=one.text, kind=cast("SuggestionKind", one.kind)) for one in found
+        ]
+    )
     return JsonResponse(body)
 
 

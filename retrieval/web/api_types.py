@@ -22,6 +22,7 @@ DEFAULT_K = 10
 MAX_K = 50
 MAX_PAGE = 10
 MAX_VENUE_CHARS = 200
+MAX_SUGGEST_CHARS = 100
 WHEN_VALUES = ("upcoming", "past", "any", "today", "this-weekend", "next-7-days")
 DEFAULT_WHEN = "upcoming"
 # The relative dates `from` and `to` accept besides a date or a date-time.
@@ -38,6 +39,8 @@ Stage = Literal["lexical", "vector", "cache"]
 # (tab to carriage return): what the query parser takes.
 _CONTROL = r"\x00-\x08\x0e-\x1f\x7f-\x9f"
 QUERY_TEXT = f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$"
+# What a visitor has typed so far: blank is allowed (and suggested nothing).
+TYPED_TEXT = f"^[^{_CONTROL}]*$"
 # Decimal digits with an optional fraction: no sign, exponent, inf or nan. A query
 # parameter is text, so the schema says which text rather than "number".
 MILLISECONDS = r"^[0-9]+(\.[0-9]+)?$"
@@ -220,3 +223,32 @@ class UnavailableBody(TypedDict):
 
     error: str
     reasons: list[Reason]
+
+
+def suggest_parameters(*, max_chars: int = MAX_SUGGEST_CHARS) -> tuple[Parameter, ...]:
+    """The one parameter `GET /api/suggest` reads."""
+    return (
+        Parameter(
+            "q",
+            "What has been typed so far; fewer than two letters or digits are suggested nothing.",
+            example="jaz",
+            required=True,
+            max_length=max_chars,
+            pattern=TYPED_TEXT,
+        ),
+    )
+
+
+SuggestionKind = Literal["title", "venue"]
+
+
+class SuggestionBody(TypedDict):
+    text: Annotated[str, Field(description="A listing's title or a venue, as it is shown.")]
+    kind: SuggestionKind
+
+
+class SuggestBody(TypedDict):
+    """The 200 body of `GET /api/suggest`: the suggestions, best first. Empty when there
+    are none, and when they could not be read within their deadline."""
+
+    suggestions: list[SuggestionBody]

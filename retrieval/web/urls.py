@@ -6,4 +6,5 @@ from retrieval.web import page
 urlpatterns = [
     path("", page.search_page, name="search-page"),
     path("api/search", views.search_api, name="search-api"),
+    path("api/suggest", views.suggest_api, name="suggest-api"),
 ]
