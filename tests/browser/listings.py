@@ -11,6 +11,7 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Source
 from ingestion.upsert import apply_draft
+from retrieval.pg import suggestions, vocabulary
 from tests.factories import draft, source
 
 # (title, venue, description, days ahead, hour, minute, source)
@@ -60,4 +61,7 @@ def index_events(now: datetime | None = None) -> int:
             apply_draft(sources[name], event, now)
     while embed_pending_batch():
         pass
+    # As beat does: the texts suggested as a visitor types, and the words a typo meets.
+    suggestions.refresh()
+    vocabulary.refresh()
     return generation.pk

@@ -2,7 +2,7 @@
 progressive replacement of the lexical preview (with the vector stage stalled, and free),
 without JavaScript, by keyboard alone, and axe-core's verdict at desktop and phone width.
 With SCREENSHOTS_DIR set, also the README's pictures of the page
-(`SCREENSHOTS_DIR=docs/img pytest tests/browser/test_page_in_browser.py -k screenshots`)."""
+(`SCREENSHOTS_DIR=docs/img pytest tests/browser/test_page_in_browser.py -k screenshot`)."""
 
 import os
 import re
