@@ -105,6 +105,7 @@ async def _hydrate(
             audience,
             query.filters,
             offset=(query.page - 1) * query.k,
+            by_date=query.sort == "date",
         )
     except (StageTimeoutError, PoolTimeout) as exc:
         raise NoAnswerError([*outcome.reasons, Reason.LISTINGS_TIMEOUT]) from exc

@@ -113,6 +113,9 @@ class Query:
     query_class: str  # a small fixed set derived from the query's shape (see query.py)
     filters: SearchFilters = DEFAULT_FILTERS
     page: int = 1  # of k results each; retrieval reads the ranking that deep
+    # "relevance", or "date": the same ranked listings by start, sooner first. Only the
+    # page is ordered so: the ranking, and its cached copy, are the same either way.
+    sort: str = "relevance"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ WITH shown AS (
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS ranked(id, position)
     JOIN ingestion_listing l ON l.id = ranked.id
     WHERE l.status = 'active' AND l.audience = %(audience)s{filters}
-    ORDER BY ranked.position
+    ORDER BY {order}
     OFFSET %(offset)s
     LIMIT %(k)s
 )
@@ -42,8 +42,12 @@ SELECT id, title, venue, starts_at, ends_at, timezone, all_day, url,
               WHERE r.listing_id = shown.id AND NOT r.withdrawn
               GROUP BY s.id) AS p)
 FROM shown
-ORDER BY position
+ORDER BY {order}
 """
+# By relevance, the ranking's order; by date, its listings by start, sooner first (undated
+# last), then in the ranking's order.
+_BY_RANK = "position"
+_BY_DATE = "starts_at NULLS LAST, position"
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,8 @@ class ListingView:
 
 
 @cache
-def _statement(of: Shape) -> str:
-    return _LISTINGS.format(filters=conditions(of))
+def _statement(of: Shape, by_date: bool) -> str:
+    return _LISTINGS.format(filters=conditions(of), order=_BY_DATE if by_date else _BY_RANK)
 
 
 async def hydrate(
@@ -79,15 +83,17 @@ async def hydrate(
     audience: str = Audience.PUBLIC,
     filters: SearchFilters = DEFAULT_FILTERS,
     offset: int = 0,
+    *,
+    by_date: bool = False,
 ) -> list[ListingView]:
     """The `k` showable listings of `ids` (active, of `audience`, passing `filters`) after
-    the first `offset` of them, best first. StageTimeoutError when the deadline passes
-    first."""
+    the first `offset` of them, best first, or sooner first `by_date`. StageTimeoutError
+    when the deadline passes first."""
     if not ids:
         return []
     rows = await fetch_with_local_settings(
         LISTINGS_TAG,
-        _statement(shape(filters)),
+        _statement(shape(filters), by_date),
         {
             "ids": ids,
             "text": text,

@@ -63,17 +63,22 @@ ANY_TERM_NORMALISATION = 0
 _SEARCH = """
 WITH q AS (SELECT {tsquery} AS tsq),
 pool AS (
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score FROM ingestion_listing l, q
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score, l.starts_at
+     FROM ingestion_listing l, q
      WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     UNION ALL
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq) FROM ingestion_listing l, q
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq), l.starts_at FROM ingestion_listing l, q
      WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
        AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     LIMIT %(pool)s
 ),
-every_term AS MATERIALIZED (SELECT id, score FROM pool ORDER BY score DESC, id LIMIT %(limit)s),
+every_term AS MATERIALIZED (
+    SELECT id, score, starts_at FROM pool
+    ORDER BY score DESC, starts_at NULLS LAST, id
+    LIMIT %(limit)s
+),
 terms AS MATERIALIZED (
     SELECT t.lexeme::tsquery AS tsq,
            ln(1 + (coalesce(s.documents, 1) - coalesce(s.documents_with_term, 1) + 0.5)
@@ -89,11 +94,11 @@ terms AS MATERIALIZED (
 ),
 candidates AS (
     -- Each candidate's vector comes with it: reading it again by id was 731 index scans.
-    SELECT DISTINCT ON (found.id) found.id, found.search_vector
+    SELECT DISTINCT ON (found.id) found.id, found.search_vector, found.starts_at
     FROM (SELECT tsq FROM terms WHERE generates
           UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
     CROSS JOIN LATERAL (
-        SELECT l.id, l.search_vector FROM ingestion_listing l
+        SELECT l.id, l.search_vector, l.starts_at FROM ingestion_listing l
         WHERE l.search_vector @@ t.tsq
           AND l.status = 'active' AND l.audience = %(audience)s{filters}
         LIMIT {per_term}) AS found
@@ -104,18 +109,19 @@ candidates AS (
 some_terms AS (
     SELECT c.id, (SELECT sum(t.idf * ts_rank('{weights}', c.search_vector, t.tsq,
                                              {normalisation}))
-                  FROM terms t) AS score
+                  FROM terms t) AS score, c.starts_at
     FROM candidates c
     WHERE NOT EXISTS (SELECT 1 FROM every_term e WHERE e.id = c.id)
-    ORDER BY score DESC, c.id
+    ORDER BY score DESC, c.starts_at NULLS LAST, c.id
     LIMIT %(limit)s
 )
+-- Among equal scores the sooner event first (undated last), then the smaller id.
 SELECT id, score FROM (
-    SELECT id, score, 1 AS tier FROM every_term
+    SELECT id, score, starts_at, 1 AS tier FROM every_term
     UNION ALL
-    SELECT id, score, 2 FROM some_terms
+    SELECT id, score, starts_at, 2 FROM some_terms
 ) AS ranked
-ORDER BY tier, score DESC, id
+ORDER BY tier, score DESC, starts_at NULLS LAST, id
 LIMIT %(limit)s
 """
 

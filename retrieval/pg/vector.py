@@ -32,12 +32,17 @@ from retrieval.types import DEFAULT_FILTERS, Candidate, SearchFilters
 # the generation's partial HNSW index (`WHERE generation_id = G` on `embedding::vector(N)`).
 # The query vector appears once, ordered by its output column: its text is the largest part
 # of the message, and the server parses every copy of it.
+# Among equal distances (listings of the same text) the sooner event first, undated last:
+# ordered again above the index scan, which can give distance order alone.
 _SEARCH = """
-SELECT listing_id, embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
-FROM ingestion_listing_embedding e
-WHERE generation_id = {generation}{filters}
-ORDER BY distance
-LIMIT %(limit)s
+SELECT listing_id, distance FROM (
+    SELECT listing_id, starts_at,
+           embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
+    FROM ingestion_listing_embedding e
+    WHERE generation_id = {generation}{filters}
+    ORDER BY distance
+    LIMIT %(limit)s) AS nearest
+ORDER BY distance, starts_at NULLS LAST, listing_id
 """
 # A filtered search first counts, up to EXACT_MAX, the listings that pass (on the
 # embeddings' own index of their dates, or the listings' indexes for venue and kind).
@@ -51,8 +56,9 @@ passing AS MATERIALIZED ({passing} LIMIT {exact_max}),
 few AS MATERIALIZED (SELECT count(*) < {exact_max} AS yes FROM passing),
 exact AS (
     -- OFFSET 0 keeps the sort above the passing rows: never the HNSW index.
-    SELECT listing_id, distance FROM (
-        SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
+    SELECT listing_id, starts_at, distance FROM (
+        SELECT e.listing_id, e.starts_at,
+               e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
         FROM passing p JOIN ingestion_listing_embedding e
           ON e.listing_id = p.id AND e.generation_id = {generation}
         WHERE (SELECT yes FROM few)
@@ -61,16 +67,18 @@ exact AS (
     LIMIT %(limit)s
 ),
 near AS (
-    SELECT e.listing_id, e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
+    SELECT e.listing_id, e.starts_at,
+           e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
     FROM ingestion_listing_embedding e{join}
     WHERE e.generation_id = {generation}{near_filters} AND NOT (SELECT yes FROM few)
     ORDER BY distance
     LIMIT %(limit)s
 )
-SELECT listing_id, distance FROM exact
-UNION ALL
-SELECT listing_id, distance FROM near
-ORDER BY distance
+SELECT listing_id, distance FROM (
+    SELECT listing_id, starts_at, distance FROM exact
+    UNION ALL
+    SELECT listing_id, starts_at, distance FROM near) AS found
+ORDER BY distance, starts_at NULLS LAST, listing_id
 """
 _PASSING_BY_DATES = """
     SELECT e.listing_id AS id FROM ingestion_listing_embedding e

@@ -10,6 +10,7 @@ from typing import Literal, get_args
 
 from ingestion.text import normalise
 from retrieval.types import Query
+from retrieval.web.api_types import SORTS
 
 # In precedence order: the first class whose rule matches is the query's class.
 QueryClass = Literal[
@@ -108,6 +109,15 @@ def _parse_k(raw: str | None, max_k: int, default_k: int) -> int:
     if _K.fullmatch(raw) and 1 <= int(raw) <= max_k:
         return int(raw)
     raise BadQueryError(f"k must be a whole number from 1 to {max_k}", parameter="k")
+
+
+def parse_sort(raw: str | None) -> str:
+    """How a page of results is ordered: by relevance (the default) or by start."""
+    if not raw:
+        return SORTS[0]
+    if raw in SORTS:
+        return raw
+    raise BadQueryError(f"sort must be one of {', '.join(SORTS)}", parameter="sort")
 
 
 def parse_page(raw: str | None, max_page: int) -> int:

@@ -22,7 +22,7 @@ from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_tim
 from retrieval.pg.hydrate import ListingView
 from retrieval.pg.suggestions import suggest
 from retrieval.query.filters import parse_filters
-from retrieval.query.parse import BadQueryError, parse_page, parse_query, parse_typed
+from retrieval.query.parse import BadQueryError, parse_page, parse_query, parse_sort, parse_typed
 from retrieval.search import Shown, described, search
 from retrieval.service import budget_policy
 from retrieval.types import (
@@ -60,10 +60,11 @@ def parse_search(request: HttpRequest) -> tuple[Query, float | None]:
     )
     filters = parse_filters(request.GET, request.GET.getlist("kind"))
     page = parse_page(request.GET.get("page"), settings.SEARCH_MAX_PAGE)
+    sort = parse_sort(request.GET.get("sort"))
     caller = parse_caller_timeout(
         request.GET.get("timeout_ms"), request.headers.get("X-Request-Timeout-Ms")
     )
-    return dataclasses.replace(query, filters=filters, page=page), caller
+    return dataclasses.replace(query, filters=filters, page=page, sort=sort), caller
 
 
 def request_deadline(request: HttpRequest, caller_timeout_ms: float | None) -> SearchDeadline:

@@ -25,6 +25,7 @@ MAX_VENUE_CHARS = 200
 MAX_SUGGEST_CHARS = 100
 WHEN_VALUES = ("upcoming", "past", "any", "today", "this-weekend", "next-7-days")
 DEFAULT_WHEN = "upcoming"
+SORTS = ("relevance", "date")
 # The relative dates `from` and `to` accept besides a date or a date-time.
 DATE_SHORTCUTS = ("today", "this-weekend", "next-7-days")
 # Source kinds as ingestion.models.Source.Kind spells them (tests/site/test_openapi.py keeps
@@ -108,6 +109,14 @@ def search_parameters(
             minimum=1,
             maximum=max_page,
             default=1,
+        ),
+        Parameter(
+            "sort",
+            "How the results are ordered: by relevance, or by date (the same matching "
+            "listings, sooner first).",
+            example="date",
+            enum=SORTS,
+            default="relevance",
         ),
         Parameter(
             "timeout_ms",

@@ -63,6 +63,12 @@ def form_context(request: HttpRequest) -> dict[str, Any]:
         "date_to": params.get("to", ""),
         "venue": params.get("venue", ""),
         "kind_choices": [(value, label, value in kinds) for value, label in KIND_CHOICES],
+        # By date or by relevance: links that keep the rest of the search, page 1.
+        "sort": "date" if params.get("sort") == "date" else "relevance",
+        "sort_urls": {
+            "relevance": _url(request, sort=None, page=None),
+            "date": _url(request, sort="date", page=None),
+        },
     }
 
 

@@ -285,3 +285,25 @@ def test_take_the_search_page_s_screenshots(
         page.screenshot(path=str(out / "api-docs.png"))
     finally:
         context.close()
+
+
+def test_results_are_sorted_by_date_from_a_link_that_keeps_the_search(
+    page: "Page", app: LiveApp
+) -> None:
+    open_search(page, app.url, q="music evening", when="any")
+    sort = page.get_by_role("navigation", name="Order of the results")
+    assert sort.locator("[aria-current]").inner_text() == "relevance"
+    with page.expect_navigation():
+        sort.get_by_role("link", name="date").click()
+    assert "sort=date" in page.url
+    assert "when=any" in page.url
+    assert sort.locator("[aria-current]").inner_text() == "date"
+    page.locator("#final").wait_for()
+    starts = page.eval_on_selector_all("#final .listing time", "ts => ts.map(t => t.dateTime)")
+    assert len(starts) > 1
+    assert starts == sorted(starts)
+    # The form keeps the order when a filter changes.
+    page.locator("#when").select_option("upcoming")
+    with page.expect_navigation():
+        page.locator("#q").press("Enter")
+    assert "sort=date" in page.url
