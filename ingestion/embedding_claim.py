@@ -116,12 +116,13 @@ SETTLE_ALL = _settle_sql("TRUE")  # when nothing is left: withdrawn and deleted 
 
 UPSERT = """
     INSERT INTO ingestion_listing_embedding
-        (listing_id, generation_id, embedding, content_version, embedded_at)
-    VALUES (%s, %s, %s::vector, %s, %s)
+        (listing_id, generation_id, embedding, content_version, embedded_at, text_digest)
+    VALUES (%s, %s, %s::vector, %s, %s, %s)
     ON CONFLICT (listing_id, generation_id) DO UPDATE
         SET embedding = EXCLUDED.embedding,
             content_version = EXCLUDED.content_version,
-            embedded_at = EXCLUDED.embedded_at
+            embedded_at = EXCLUDED.embedded_at,
+            text_digest = EXCLUDED.text_digest
         WHERE ingestion_listing_embedding.content_version < EXCLUDED.content_version
 """
 # The claimed listings a claim's vectors may be stored for: still active, and held against
@@ -131,4 +132,13 @@ STORABLE = """
     SELECT id FROM ingestion_listing
     WHERE id = ANY(%s) AND status = 'active'
     FOR SHARE SKIP LOCKED
+"""
+# Vectors already made, in a claim's generations, from the texts it claims (by digest):
+# one each, whichever listing it was made for.
+REUSABLE = """
+    SELECT DISTINCT ON (e.generation_id, e.text_digest)
+           e.generation_id, e.text_digest, e.embedding::text
+    FROM unnest(%s::bigint[], %s::bytea[]) AS wanted(generation_id, text_digest)
+    JOIN ingestion_listing_embedding e
+      ON e.generation_id = wanted.generation_id AND e.text_digest = wanted.text_digest
 """

@@ -23,6 +23,8 @@ in flight, each in its own transaction on its own connection, so the model embed
 while the other is written and the next is claimed.
 """
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,6 +43,7 @@ from ingestion.embedding import Embedder, get_embedder
 from ingestion.embedding_claim import (
     BACKFILL_CLAIM_SQL,
     CLAIM_SQL,
+    REUSABLE,
     SETTLE_ALL,
     SETTLE_STORED,
     STILL_PENDING,
@@ -61,6 +64,12 @@ class _Claim:
     text: str
     kind: str
     age_s: float | None
+    # A vector the generation already has for this text (another listing's), if any.
+    reused: np.ndarray | None = field(default=None, compare=False)
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.sha256(self.text.encode()).digest()
 
 
 def embed_pending_batch(batch_size: int | None = None) -> int:
@@ -73,7 +82,7 @@ def embed_pending_batch(batch_size: int | None = None) -> int:
         if not claims:
             settle_candidates()
             return 0
-        stored = _store(claims, get_embedder().embed_documents([claim.text for claim in claims]))
+        stored = _store(claims, _vectors(get_embedder(), claims))
     _record(stored)
     return len(stored)
 
@@ -106,7 +115,7 @@ def embed_pending(
                 if clock() < until:
                     flights.append(lanes[len(flights) % 2].submit(size))
                 model = embedder or get_embedder()
-                current.embedded.set_result(model.embed_documents([claim.text for claim in claims]))
+                current.embedded.set_result(_vectors(model, claims))
                 if previous is not None:
                     done += _finish(previous)
                 previous = current
@@ -119,6 +128,14 @@ def embed_pending(
                 flight.abandon()
     settle_candidates()
     return done
+
+
+def _vectors(model: Embedder, claims: list["_Claim"]) -> np.ndarray:
+    """The claims' vectors, in order: each text the generation has no vector for yet is
+    embedded once, however many claims share it; the others are reused."""
+    texts = list(dict.fromkeys(claim.text for claim in claims if claim.reused is None))
+    made = dict(zip(texts, model.embed_documents(texts), strict=True)) if texts else {}
+    return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
 
 
 def settle_candidates() -> None:
@@ -221,12 +238,24 @@ def _claim_batch(size: int) -> list["_Claim"]:
             pending = set(cursor.fetchall())
             kept = [c for c in claims if (c.listing_id, c.generation_id) in pending]
             if kept:
-                return kept
+                return _with_reusable(cursor, kept)
+
+
+def _with_reusable(cursor: Any, claims: list[_Claim]) -> list[_Claim]:
+    """The claims, each with the vector its generation already has for its text, if any."""
+    cursor.execute(REUSABLE, [[c.generation_id for c in claims], [c.digest for c in claims]])
+    made = {
+        (generation_id, bytes(digest)): Vector.from_text(text).to_numpy()
+        for generation_id, digest, text in cursor.fetchall()
+    }
+    return [dataclasses.replace(c, reused=made.get((c.generation_id, c.digest))) for c in claims]
 
 
 def _record(claims: list["_Claim"]) -> None:
     for claim in claims:
         metrics.EMBEDDED.labels(generation_state=claim.generation_state).inc()
+        if claim.reused is not None:
+            metrics.REUSED.labels(generation_state=claim.generation_state).inc()
         if claim.generation_state == "active" and claim.age_s is not None and claim.kind:
             metrics.VECTOR_LAG.labels(kind=claim.kind).observe(claim.age_s)
 
@@ -253,7 +282,7 @@ def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
         storable = {row[0] for row in cursor.fetchall()}
         kept = [(c, v) for c, v in zip(claims, vectors, strict=True) if c.listing_id in storable]
         rows = [
-            (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now)
+            (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now, c.digest)
             for c, v in kept
         ]
         cursor.executemany(UPSERT, rows)

@@ -23,6 +23,13 @@ VECTOR_LAG = Histogram(
 ITEMS = Counter("ingestion_items", "Input items by outcome", ["kind", "outcome"])
 POLLS = Counter("ingestion_polls", "Polls by status", ["kind", "status"])
 EMBEDDED = Counter("ingestion_embeddings", "Listing embeddings written", ["generation_state"])
+# Of those, the ones given a vector already made from the same text in the generation,
+# without running the model.
+REUSED = Counter(
+    "ingestion_embeddings_reused",
+    "Listing embeddings written from a vector of the same text",
+    ["generation_state"],
+)
 
 
 def record_outcomes(kind: str, counts: Counts) -> None:

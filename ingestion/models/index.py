@@ -62,10 +62,18 @@ class ListingEmbedding(models.Model):
     # on them in the rows its index scan reads, without a join.
     starts_at = models.DateTimeField(null=True, editable=False)
     current_until = models.DateTimeField(null=True, editable=False)
+    # SHA-256 of the text the vector was made from: a listing of the same text in the same
+    # generation is given this vector rather than the model's time (ingestion/indexing.py).
+    text_digest = models.BinaryField(null=True, editable=False)
 
     class Meta:
         db_table = "ingestion_listing_embedding"
         indexes = [
+            models.Index(
+                fields=["generation", "text_digest"],
+                condition=models.Q(text_digest__isnull=False),
+                name="listing_embedding_texts",
+            ),
             # The rows are mostly their vector (469 MB at 100,000 listings): finding the
             # listings without an up-to-date one reads this 4 MB instead (docs/reliability.md).
             models.Index(
