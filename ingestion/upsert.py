@@ -11,16 +11,14 @@ duplicates looked up, listings locked, then each kind of write once).
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import Enum, StrEnum
-
-from django.db import connection
-from django.utils import timezone
 
 from ingestion import dedup
 from ingestion.drafts import ListingDraft
 from ingestion.models import Listing, Source, SourceRecord
+from ingestion.round_writes import Writes, write
 from ingestion.text import EMBEDDED_FIELDS, draft_fields
 
 
@@ -89,32 +87,6 @@ def _rounds(drafts: Sequence[ListingDraft]) -> list[list[int]]:
     return rounds
 
 
-@dataclass
-class _Writes:
-    """What a round changes, written once per kind at the end."""
-
-    new_listings: list[Listing] = field(default_factory=list)
-    changed_listings: dict[int, Listing] = field(default_factory=dict)
-    bumped: set[int] = field(default_factory=set)  # listings whose embedded text changed
-    new_records: list[SourceRecord] = field(default_factory=list)
-    changed_records: list[SourceRecord] = field(default_factory=list)
-    maybe_withdrawn: set[int] = field(default_factory=set)
-
-    def record(self, record: SourceRecord, draft: ListingDraft, digest: str) -> None:
-        record.content_hash = digest
-        record.data = draft_fields(draft)
-        record.withdrawn = draft.withdrawn
-        (self.changed_records if record.pk else self.new_records).append(record)
-
-    def listing(self, listing: Listing, text_changed: bool) -> None:
-        if listing.pk is None:
-            self.new_listings.append(listing)
-            return
-        self.changed_listings[listing.pk] = listing
-        if text_changed:
-            self.bumped.add(listing.pk)
-
-
 def _apply_round(
     source: Source, drafts: Sequence[ListingDraft], fetched_at: datetime
 ) -> list[Applied]:
@@ -145,7 +117,7 @@ def _apply_round(
         {listing_id for listing_id in [*changing, *found] if listing_id is not None}
     )
 
-    writes = _Writes()
+    writes = Writes()
     results: list[tuple[Outcome, Listing | None]] = []
     for n, (draft, kind) in enumerate(zip(drafts, kinds, strict=True)):
         if kind is _Kind.UNCHANGED:
@@ -171,7 +143,7 @@ def _apply_round(
         record.listing = listing
         writes.listing(listing, _copy_draft(listing, draft, fetched_at, source.kind))
         results.append((outcome, listing))
-    _write(writes)
+    write(writes)
     return [Applied(outcome, listing.pk if listing else None) for outcome, listing in results]
 
 
@@ -226,79 +198,3 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind
     return text_changed
-
-
-# Each statement takes its rows as one jsonb array (jsonb_to_recordset): one round trip
-# for a batch, whatever its size, where Django's bulk_update would build a CASE per column
-# with a branch per row. `_row` sends the columns each names in its record definition.
-# Invariant (ingestion/versions.py): the version is bumped in the UPDATE that saves the new
-# text, so from the commit on every vector of the listing is older than the listing.
-_UPDATE_LISTINGS = """
-    UPDATE ingestion_listing t
-    SET title = d.title, description = d.description, venue = d.venue, aliases = d.aliases,
-        starts_at = d.starts_at, ends_at = d.ends_at, timezone = d.timezone,
-        all_day = d.all_day, url = d.url, status = d.status, fetched_at = d.fetched_at,
-        fetched_kind = d.fetched_kind, updated_at = %(now)s,
-        content_version = t.content_version + d.bump::int
-    FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
-        id bigint, title text, description text, venue text, aliases text[],
-        starts_at timestamptz, ends_at timestamptz, timezone text, all_day boolean, url text,
-        status text, fetched_at timestamptz, fetched_kind text, bump boolean)
-    WHERE t.id = d.id
-"""
-_LISTING_COLUMNS = (
-    "title",
-    "description",
-    "venue",
-    "aliases",
-    "starts_at",
-    "ends_at",
-    "timezone",
-    "all_day",
-    "url",
-    "status",
-    "fetched_at",
-    "fetched_kind",
-)
-_UPDATE_RECORDS = """
-    UPDATE ingestion_sourcerecord t
-    SET content_hash = d.content_hash, data = d.data, withdrawn = d.withdrawn,
-        listing_id = d.listing_id, updated_at = %(now)s
-    FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
-        id bigint, content_hash text, data jsonb, withdrawn boolean, listing_id bigint)
-    WHERE t.id = d.id
-"""
-_RECORD_COLUMNS = ("content_hash", "data", "withdrawn", "listing_id")
-# Withdrawn once no source lists it any more.
-_WITHDRAW_UNLISTED = """
-    UPDATE ingestion_listing l SET status = 'withdrawn', updated_at = %(now)s
-    WHERE l.id = ANY(%(ids)s) AND l.status <> 'withdrawn'
-      AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
-                      WHERE r.listing_id = l.id AND NOT r.withdrawn)
-"""
-
-
-def _write(writes: _Writes) -> None:
-    now = timezone.now()
-    Listing.objects.bulk_create(writes.new_listings)
-    with connection.cursor() as cursor:
-        if writes.changed_listings:
-            rows = [
-                _row(listing, _LISTING_COLUMNS) | {"bump": pk in writes.bumped}
-                for pk, listing in writes.changed_listings.items()
-            ]
-            cursor.execute(_UPDATE_LISTINGS, {"rows": json.dumps(rows), "now": now})
-        SourceRecord.objects.bulk_create(writes.new_records)
-        if writes.changed_records:
-            rows = [_row(record, _RECORD_COLUMNS) for record in writes.changed_records]
-            cursor.execute(_UPDATE_RECORDS, {"rows": json.dumps(rows), "now": now})
-        if writes.maybe_withdrawn:
-            cursor.execute(_WITHDRAW_UNLISTED, {"ids": sorted(writes.maybe_withdrawn), "now": now})
-
-
-def _row(instance: Listing | SourceRecord, columns: tuple[str, ...]) -> dict[str, object]:
-    row: dict[str, object] = {"id": instance.pk}
-    for name in columns:
-        value = getattr(instance, name)
-        row[name] = value.isoformat() if isinstance(value, datetime) else value
-    return row

@@ -27,10 +27,11 @@ from datetime import UTC, date, datetime, timedelta
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
-from icalendar import Calendar, Component
+from icalendar import Component
 from recurring_ical_events import EventAdapter, Occurrence, Series
 
-from ingestion.drafts import EXCERPT_CHARS, BadItem, ListingDraft, ParseResult, PayloadError
+from ingestion.drafts import BadItem, ListingDraft, ParseResult
+from ingestion.parsers.calendar_payload import whole_calendars
 from ingestion.parsers.calendar_time import (
     as_aware,
     calendar_zones,
@@ -50,7 +51,6 @@ _ESSENTIAL = {"DTSTART", "DTEND", "DURATION", "RRULE", "RDATE", "EXDATE", "RECUR
 # Properties RFC 5545 allows once per VEVENT; twice leaves the event ambiguous.
 _SINGLE = ("UID", "DTSTART", "DTEND", "DURATION", "RECURRENCE-ID")
 _VEVENT_BLOCK = re.compile(rb"^BEGIN:VEVENT\s*?$.*?^END:VEVENT\s*?$", re.I | re.M | re.S)
-_BEGIN = re.compile(rb"^BEGIN:(VCALENDAR|VEVENT)\s*?$", re.I | re.M)
 
 
 class _Event(EventAdapter):  # type: ignore[misc]  # recurring-ical-events is untyped
@@ -128,7 +128,7 @@ def _valid_events(
     payload: bytes, default_zone: ZoneInfo, max_items: int, result: ParseResult
 ) -> list[_Event]:
     """The VEVENTs that can be read, localised; the others go to `result.bad`."""
-    calendars = _calendars(payload, max_items)
+    calendars = whole_calendars(payload, max_items)
     raw_blocks = [
         match.group().decode(errors="replace") for match in _VEVENT_BLOCK.finditer(payload)
     ]
@@ -159,34 +159,6 @@ def _valid_events(
                 valid.append(_Event(component, position, zone, raw))
             position += 1
     return valid
-
-
-def _calendars(payload: bytes, max_items: int) -> list[Calendar]:
-    """The payload's VCALENDARs, or PayloadError when it isn't a whole iCalendar stream."""
-    if not payload.strip():
-        raise PayloadError("empty payload")
-    begun = [match.group(1).upper() for match in _BEGIN.finditer(payload)]
-    if begun.count(b"VEVENT") > max_items:
-        raise PayloadError(f"{begun.count(b'VEVENT')} events, more than the {max_items} allowed")
-    excerpt = payload[:EXCERPT_CHARS].decode(errors="replace")
-    try:
-        components = Calendar.from_ical(payload, multiple=True)
-    except OSError as error:  # zoneinfo opening a TZID that names a tzdata directory
-        reason = f"not iCalendar: a TZID names no time zone ({type(error).__name__})"
-        raise PayloadError(reason, excerpt=excerpt) from error
-    except Exception as error:  # icalendar raises ValueError, IndexError, TypeError... on junk
-        raise PayloadError(f"not iCalendar: {error}", excerpt=excerpt) from error
-    if any(component.name != "VCALENDAR" for component in components):
-        raise PayloadError("not iCalendar: no VCALENDAR at the top level", excerpt=excerpt)
-    # icalendar silently drops a component whose END is missing (a truncated download).
-    events = sum(len(calendar.walk("VEVENT")) for calendar in components)
-    if len(components) != begun.count(b"VCALENDAR") or events != begun.count(b"VEVENT"):
-        # Worth another poll: the next download may well arrive whole.
-        reason = "truncated or mis-nested: a BEGIN without its END"
-        raise PayloadError(reason, permanent=False, excerpt=excerpt)
-    if not components:
-        raise PayloadError("not iCalendar: no VCALENDAR", excerpt=excerpt)
-    return components
 
 
 def _unreadable(component: Component) -> str | None:
