@@ -40,9 +40,22 @@ class ListingDraft:
     url: str = ""
     all_day: bool = False
     withdrawn: bool = False  # e.g. iCal STATUS:CANCELLED, an editorial withdrawal
+    # A series (a recurring calendar event): each occurrence's (start, end), sooner first,
+    # moved ones at their new time, cancelled ones left out; `starts_at` is the first
+    # start and `ends_at` the last end. Empty for a one-off.
+    occurrences: tuple[tuple[datetime, datetime], ...] = ()
+    recurrence: str = ""  # the rule in words when it is simple: "every Tuesday"
 
     def __post_init__(self) -> None:
-        for name in ("external_id", "title", "description", "venue", "timezone", "url"):
+        for name in (
+            "external_id",
+            "title",
+            "description",
+            "venue",
+            "timezone",
+            "url",
+            "recurrence",
+        ):
             object.__setattr__(self, name, storable(getattr(self, name)))
         object.__setattr__(self, "aliases", tuple(storable(a) for a in self.aliases))
 

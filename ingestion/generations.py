@@ -26,7 +26,22 @@ TEXT_PIPELINE_VERSION = 1
 
 
 def hnsw_index_name(generation: IndexGeneration) -> str:
-    return f"listing_embedding_hnsw_g{generation.pk}"
+    return f"listing_embedding_hnsw_g{generation.pk}"  # as hnsw_index_sql names it
+
+
+def hnsw_index_sql(generation_id: int, dimensions: int) -> str:
+    """The statement that gives a generation its own HNSW index (also a migration's, which
+    cannot call create_generation with the models of its time)."""
+    # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
+    # dimension, and the partial predicate keeps the index to this generation's rows.
+    return (
+        f"CREATE INDEX IF NOT EXISTS listing_embedding_hnsw_g{int(generation_id)} "
+        f"ON ingestion_listing_embedding "
+        f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
+        f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
+        f"ef_construction = {int(settings.SEARCH_HNSW_EF_CONSTRUCTION)}) "
+        f"WHERE generation_id = {int(generation_id)}"
+    )
 
 
 def create_generation(
@@ -38,17 +53,8 @@ def create_generation(
         text_pipeline_version=TEXT_PIPELINE_VERSION,
         audience=audience,
     )
-    # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
-    # dimension, and the partial predicate keeps the index to this generation's rows.
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(generation)} "
-            f"ON ingestion_listing_embedding "
-            f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
-            f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
-            f"ef_construction = {int(settings.SEARCH_HNSW_EF_CONSTRUCTION)}) "
-            f"WHERE generation_id = {int(generation.pk)}"
-        )
+        cursor.execute(hnsw_index_sql(generation.pk, dimensions))
     return generation
 
 
@@ -130,19 +136,35 @@ def mark_ready(generation: IndexGeneration) -> None:
     )
 
 
+@transaction.atomic
 def mark_complete_generations_ready() -> int:
     """Every building generation that holds a current vector of each active listing of its
-    audience becomes READY, in one statement; returns how many. The embedding sweep calls
+    audience becomes READY; returns how many. The embedding sweep calls
     it after its last commit: a claim another sweep holds uncommitted still counts as
     missing here, and that sweep calls it in turn once its vectors are committed. A listing
     committed just after the statement is embedded in the ready generation by the next
-    sweep (indexing.py embeds ready generations too), so being ready never goes stale."""
+    sweep (indexing.py embeds ready generations too), so being ready never goes stale.
+    One made to be activated when complete is activated then."""
     complete = with_progress(
         IndexGeneration.objects.filter(state=IndexGeneration.State.BUILDING)
     ).filter(embedded__gte=F("active_listings"))
-    return IndexGeneration.objects.filter(
-        pk__in=complete.values("pk"), state=IndexGeneration.State.BUILDING
-    ).update(state=IndexGeneration.State.READY)
+    if not complete.exists():
+        return 0
+    # Every generation row locked in activate's order, so that the two never deadlock and
+    # of two sweeps finding one complete only the first activates it.
+    list(IndexGeneration.objects.select_for_update().order_by("pk"))
+    ready = list(
+        IndexGeneration.objects.filter(
+            pk__in=complete.values("pk"), state=IndexGeneration.State.BUILDING
+        )
+    )
+    IndexGeneration.objects.filter(pk__in=[g.pk for g in ready]).update(
+        state=IndexGeneration.State.READY
+    )
+    for generation in ready:
+        if generation.activate_when_complete:
+            activate(generation)
+    return len(ready)
 
 
 def previous_generation(audience: str = Audience.PUBLIC) -> IndexGeneration | None:

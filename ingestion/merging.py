@@ -6,7 +6,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
-from ingestion.models import Listing, SourceRecord
+from ingestion.models import Listing, SourceRecord, occurrence
 
 _FROM_RECORD = ("title", "description", "venue", "timezone", "url", "all_day")
 
@@ -70,4 +70,9 @@ def _apply_record(listing: Listing, record: SourceRecord) -> None:
     for name in ("starts_at", "ends_at"):
         value = data.get(name)
         setattr(listing, name, datetime.fromisoformat(value) if value else None)
+    listing.occurrences = [
+        occurrence(datetime.fromisoformat(start), datetime.fromisoformat(end))
+        for start, end in data.get("occurrences") or []
+    ]
+    listing.recurrence = data.get("recurrence") or ""
     listing.status = Listing.Status.WITHDRAWN if record.withdrawn else Listing.Status.ACTIVE

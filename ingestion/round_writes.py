@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.db import connection
 from django.utils import timezone
+from psycopg.types.range import Range
 
 from ingestion.drafts import ListingDraft
 from ingestion.models import Listing, SourceRecord
@@ -49,13 +50,15 @@ _UPDATE_LISTINGS = """
     UPDATE ingestion_listing t
     SET title = d.title, description = d.description, venue = d.venue, aliases = d.aliases,
         starts_at = d.starts_at, ends_at = d.ends_at, timezone = d.timezone,
-        all_day = d.all_day, url = d.url, status = d.status, fetched_at = d.fetched_at,
+        all_day = d.all_day, occurrences = d.occurrences, recurrence = d.recurrence,
+        url = d.url, status = d.status, fetched_at = d.fetched_at,
         fetched_kind = d.fetched_kind, updated_at = %(now)s,
         content_version = t.content_version + d.bump::int
     FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
         id bigint, title text, description text, venue text, aliases text[],
-        starts_at timestamptz, ends_at timestamptz, timezone text, all_day boolean, url text,
-        status text, fetched_at timestamptz, fetched_kind text, bump boolean)
+        starts_at timestamptz, ends_at timestamptz, timezone text, all_day boolean,
+        occurrences tstzrange[], recurrence text, url text, status text,
+        fetched_at timestamptz, fetched_kind text, bump boolean)
     WHERE t.id = d.id
 """
 _LISTING_COLUMNS = (
@@ -67,6 +70,8 @@ _LISTING_COLUMNS = (
     "ends_at",
     "timezone",
     "all_day",
+    "occurrences",
+    "recurrence",
     "url",
     "status",
     "fetched_at",
@@ -111,6 +116,16 @@ def write(writes: Writes) -> None:
 def _row(instance: Listing | SourceRecord, columns: tuple[str, ...]) -> dict[str, object]:
     row: dict[str, object] = {"id": instance.pk}
     for name in columns:
-        value = getattr(instance, name)
-        row[name] = value.isoformat() if isinstance(value, datetime) else value
+        row[name] = _json(getattr(instance, name))
     return row
+
+
+def _json(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list) and value and isinstance(value[0], Range):
+        # A series' occurrences, as tstzrange's text input.
+        return [
+            f"{r.bounds[0]}{r.lower.isoformat()},{r.upper.isoformat()}{r.bounds[1]}" for r in value
+        ]
+    return value

@@ -33,8 +33,10 @@ def embedding_text(title: str, venue: str, aliases: list[str], description: str)
 
 
 def draft_fields(draft: ListingDraft) -> dict[str, object]:
-    """The draft's listing fields in a JSON-ready form (stored on its SourceRecord)."""
-    return {
+    """The draft's listing fields in a JSON-ready form (stored on its SourceRecord). A
+    series adds its occurrences and rule; a one-off's fields are what they always were,
+    so its record's content hash is too."""
+    fields: dict[str, object] = {
         "title": draft.title,
         "description": draft.description,
         "venue": draft.venue,
@@ -46,3 +48,9 @@ def draft_fields(draft: ListingDraft) -> dict[str, object]:
         "all_day": draft.all_day,
         "withdrawn": draft.withdrawn,
     }
+    if draft.occurrences:
+        fields["occurrences"] = [
+            [start.isoformat(), end.isoformat()] for start, end in draft.occurrences
+        ]
+        fields["recurrence"] = draft.recurrence
+    return fields

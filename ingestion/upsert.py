@@ -17,7 +17,7 @@ from enum import Enum, StrEnum
 
 from ingestion import dedup
 from ingestion.drafts import ListingDraft
-from ingestion.models import Listing, Source, SourceRecord
+from ingestion.models import Listing, Source, SourceRecord, occurrence
 from ingestion.round_writes import Writes, write
 from ingestion.text import EMBEDDED_FIELDS, draft_fields
 
@@ -126,6 +126,8 @@ def _apply_round(
         record = records.get(draft.external_id) or SourceRecord(
             source=source, external_id=draft.external_id
         )
+        # A series' dates are its own record's to change (see _copy_draft).
+        series_record = bool(draft.occurrences) or "occurrences" in (record.data or {})
         writes.record(record, draft, digests[n])
         if kind is _Kind.WITHDRAWN:
             # A record cancelled before we ever listed it is remembered all the same, so a
@@ -141,10 +143,15 @@ def _apply_round(
         else:
             listing, outcome = Listing(title=draft.title, audience=source.audience), Outcome.NEW
         record.listing = listing
-        writes.listing(listing, _copy_draft(listing, draft, fetched_at, source.kind))
+        copied = _copy_draft(listing, draft, fetched_at, source.kind, series_record)
+        writes.listing(listing, copied)
         results.append((outcome, listing))
     write(writes)
     return [Applied(outcome, listing.pk if listing else None) for outcome, listing in results]
+
+
+# Emptied by a series' own record when its rule is dropped: not "a field it lacks".
+_SERIES_FIELDS = ("occurrences", "recurrence")
 
 
 class _Kind(Enum):
@@ -172,10 +179,16 @@ def _lock_listings(ids: set[int]) -> dict[int, Listing]:
     return {listing.pk: listing for listing in locked}
 
 
-def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kind: str) -> bool:
+def _copy_draft(
+    listing: Listing, draft: ListingDraft, fetched_at: datetime, kind: str, series_record: bool
+) -> bool:
     """Newest information wins, but a source that lacks a field (a feed without a venue)
-    never blanks what another source provided. True when the embedded text changed."""
-    values = {
+    never blanks what another source provided. A series' dates are changed only by the
+    record that is, or was, a series (a calendar's recurring event, whose rule may also
+    be dropped): a one-off of another source merged into it, one of its dates, never
+    narrows them, and the dates an editor withdrew stay out. True when the embedded text
+    changed."""
+    values: dict[str, object] = {
         "title": draft.title,
         "description": draft.description,
         "venue": draft.venue,
@@ -186,14 +199,28 @@ def _copy_draft(listing: Listing, draft: ListingDraft, fetched_at: datetime, kin
         "all_day": draft.all_day,
         "url": draft.url,
     }
+    every_date_withdrawn = False
+    if series_record:
+        withdrawn = set(listing.withdrawn_dates)
+        kept = [(start, end) for start, end in draft.occurrences if start not in withdrawn]
+        every_date_withdrawn = bool(draft.occurrences) and not kept
+        values["occurrences"] = [occurrence(start, end) for start, end in kept]
+        values["recurrence"] = draft.recurrence
+        if kept:
+            values["starts_at"], values["ends_at"] = kept[0][0], max(end for _, end in kept)
+    elif listing.occurrences:
+        for name in ("starts_at", "ends_at", "all_day"):
+            del values[name]
     text_changed = False
     for name, value in values.items():
-        if value in ("", None, []) and getattr(listing, name):
+        if value in ("", None, []) and getattr(listing, name) and name not in _SERIES_FIELDS:
             continue
         if getattr(listing, name) != value:
             text_changed |= name in EMBEDDED_FIELDS
             setattr(listing, name, value)
-    if not listing.withdrawn_by_editor:  # a source never overrules an editor
+    if every_date_withdrawn:  # by an editor, one at a time
+        listing.status = Listing.Status.WITHDRAWN
+    elif not listing.withdrawn_by_editor:  # a source never overrules an editor
         listing.status = Listing.Status.ACTIVE
     listing.fetched_at = fetched_at
     listing.fetched_kind = kind

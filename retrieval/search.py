@@ -128,26 +128,42 @@ def _count(query: Query, outcome: SearchOutcome) -> None:
 
 
 @dataclass(frozen=True)
+class Dated:
+    """One date of a listing, in its own zone."""
+
+    start: str | None  # ISO 8601 with the offset
+    end: str | None
+    when: str  # "Sat 6 Dec, 19:30 GMT"
+
+
+@dataclass(frozen=True)
 class Described:
     """A listing's times, in its own zone, and its provenance, as people and machines read
-    them: what the API's results and the page's listings both write."""
+    them: what the API's results and the page's listings both write. A series' shown
+    date is its next in the window; `later` are the ones after it that it carries."""
 
     zone: str  # IANA name
     start: str | None  # ISO 8601 with the offset
     end: str | None
     when: str  # "Sat 6 Dec, 19:30 GMT"
     provenance: str  # "from Barbican calendar · Time Out feed"
+    later: tuple[Dated, ...] = ()
 
 
 def described(view: ListingView, now: datetime) -> Described:
     site = site_zone()
     zone = listing_zone(view.timezone, site)
+
+    def dated(starts_at: datetime | None, ends_at: datetime | None) -> Dated:
+        words = when_text(starts_at, ends_at, view.timezone, view.all_day, site_zone=site, now=now)
+        return Dated(iso_local(starts_at, zone), iso_local(ends_at, zone), words)
+
+    shown = dated(view.starts_at, view.ends_at)
     return Described(
         zone.key,
-        iso_local(view.starts_at, zone),
-        iso_local(view.ends_at, zone),
-        when_text(
-            view.starts_at, view.ends_at, view.timezone, view.all_day, site_zone=site, now=now
-        ),
+        shown.start,
+        shown.end,
+        shown.when,
         provenance_text([(source.name, source.kind) for source in view.sources]),
+        tuple(dated(start, end) for start, end in view.dates[1:]),
     )

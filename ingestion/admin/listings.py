@@ -17,7 +17,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 
 from ingestion import merging, tasks, versions
 from ingestion.admin.confirming import answered, ask, is_confirmed
@@ -86,6 +86,7 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
     readonly_fields = (
         "status",
         "withdrawn_by_editor",
+        "series_dates",
         "embedded_in",
         "status_note",
         "content_version",
@@ -155,6 +156,21 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
         )
         lines = [(str(generation), _embedded(listing, generation)) for generation in live]
         return format_html_join("", "<div>{}: {}</div>", lines) or "no live generation"
+
+    @admin.display(description="series dates")
+    def series_dates(self, listing: Listing) -> str:
+        """A series' rule and dates (UTC), and the dates an editor withdrew; "—" for a
+        one-off. Read-only: the calendar's next version would undo an edit here."""
+        if not listing.occurrences and not listing.withdrawn_dates:
+            return "—"
+        lines = [(f"{o.lower:%a %d %b %Y %H:%M}", f"{o.upper:%H:%M}") for o in listing.occurrences]
+        withdrawn = ", ".join(f"{start:%a %d %b %Y %H:%M}" for start in listing.withdrawn_dates)
+        return format_html(
+            "<p>{}</p>{}<p>{}</p>",
+            listing.recurrence or "Dates as listed",
+            format_html_join("", "<div>{} to {} UTC</div>", lines),
+            f"Withdrawn by an editor: {withdrawn}" if withdrawn else "",
+        )
 
     @admin.display(description="last withdrawn or restored")
     def status_note(self, listing: Listing) -> str:

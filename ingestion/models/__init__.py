@@ -5,7 +5,7 @@ candidates (ingestion/models/index.py), polls, quarantined items and API tokens
 
 from ingestion.models.index import EmbeddingCandidate, IndexGeneration, ListingEmbedding
 from ingestion.models.intake import ApiToken, Poll, QuarantinedItem
-from ingestion.models.listings import Audience, Listing, Source, SourceRecord
+from ingestion.models.listings import Audience, Listing, Source, SourceRecord, occurrence
 
 __all__ = [
     "ApiToken",
@@ -18,4 +18,5 @@ __all__ = [
     "QuarantinedItem",
     "Source",
     "SourceRecord",
+    "occurrence",
 ]

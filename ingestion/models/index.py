@@ -2,6 +2,7 @@
 the listings' embeddings in each, and the embedding candidates, the listings that may
 still want one."""
 
+from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
 from django.db import models
 from django.db.models import Q
 from pgvector.django import VectorField
@@ -29,6 +30,9 @@ class IndexGeneration(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
+    # Made by a migration whose listings changed under the active generation (0018):
+    # activated by the embedding sweep the moment it is complete, with no one to ask.
+    activate_when_complete = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [
@@ -58,10 +62,14 @@ class ListingEmbedding(models.Model):
     embedding = VectorField()
     content_version = models.PositiveIntegerField()
     embedded_at = models.DateTimeField()
-    # The listing's dates, copied by triggers (migrations/0006): a vector search filters
-    # on them in the rows its index scan reads, without a join.
+    # The listing's dates and a series' occurrences, copied by triggers (migrations/0006,
+    # 0016): a vector search filters on them in the rows its index scan reads, without a
+    # join.
     starts_at = models.DateTimeField(null=True, editable=False)
     current_until = models.DateTimeField(null=True, editable=False)
+    occurrences = ArrayField(
+        DateTimeRangeField(), default=list, db_default=models.Value("{}"), editable=False
+    )
     # SHA-256 of the text the vector was made from: a listing of the same text in the same
     # generation is given this vector rather than the model's time (ingestion/indexing.py).
     text_digest = models.BinaryField(null=True, editable=False)

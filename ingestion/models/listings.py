@@ -2,13 +2,15 @@
 supply them, the records each source gives, and the canonical listings de-duplicated from
 those records, with their full-text search columns and indexes."""
 
+from datetime import datetime
 from typing import Any, Final
 
-from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
+from psycopg.types.range import Range
 
 # Listing text weights: a title hit outranks a venue or alias hit, which outranks the
 # description. The tsvector is a stored generated column, so it is current the moment a
@@ -100,6 +102,23 @@ class Listing(models.Model):
     ends_at = models.DateTimeField(null=True, blank=True)
     timezone = models.CharField(max_length=64, blank=True)
     all_day = models.BooleanField(default=False)
+    # A series (one listing for a recurring event): each occurrence as [start, until],
+    # until as `current_until` reads an end, sooner first; moved ones at their new time,
+    # cancelled ones absent. Empty for a one-off. starts_at is then the first start and
+    # ends_at the last end, so every condition on the listing's own dates (and the
+    # embeddings' copies) passes a superset, and the occurrences decide (migrations/0016).
+    # Not editable: its source's next version would undo an edit; an editor withdraws
+    # a date instead (`withdrawn_dates`).
+    occurrences = ArrayField(
+        DateTimeRangeField(), default=list, db_default=models.Value("{}"), editable=False
+    )
+    # The series' rule in words where it is simple ("every Tuesday"), else blank.
+    recurrence = models.CharField(max_length=100, editable=False, db_default="")
+    # The starts of a series' dates an editor withdrew: as `withdrawn_by_editor` for a
+    # whole listing, a source's next version of the series never brings them back.
+    withdrawn_dates = ArrayField(
+        models.DateTimeField(), default=list, db_default=models.Value("{}"), editable=False
+    )
     url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     # An editor withdrew it: only an editor's restore brings it back, never a source's
@@ -205,6 +224,12 @@ class Listing(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+def occurrence(start: datetime, end: datetime) -> Range[datetime]:
+    """One of a series' occurrences as `Listing.occurrences` holds it: both ends included,
+    so an occurrence without a length is a point, not an empty range."""
+    return Range[datetime](start, end, "[]")
 
 
 class SourceRecord(models.Model):

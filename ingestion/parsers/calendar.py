@@ -1,21 +1,20 @@
-"""Venue calendars (iCalendar) to listing drafts: one draft per occurrence in a window.
+"""Venue calendars (iCalendar) to listing drafts: one draft per event in a window.
 
-Input items are occurrences: each VEVENT series (a master with its RRULE, RDATE and
-EXDATE, plus its RECURRENCE-ID overrides, grouped by UID) is expanded by
-recurring-ical-events within [window_start, window_end). An occurrence overlapping the
-window is an item, and becomes a draft. A VEVENT that can't be read (no DTSTART, a
-broken date, an unknown TZID, DTEND before DTSTART...) is one bad item, and so is a
-series that can't be expanded within the caps; the other events still parse. Positions
-are VEVENT indexes, so the drafts of one series share their master's (or override's).
+Input items are events: each VEVENT series (a master with its RRULE, RDATE and EXDATE,
+plus its RECURRENCE-ID overrides, grouped by UID) is expanded by recurring-ical-events
+within [window_start, window_end), and becomes one draft with its occurrences in the
+window (calendar_series.py); a one-off event overlapping the window is a draft of its
+own. A VEVENT that can't be read (no DTSTART, a broken date, an unknown TZID, DTEND
+before DTSTART...) is one bad item, and so is a series that can't be expanded within the
+caps; the other events still parse. Positions are VEVENT indexes: a series' is its
+master's (or, without one in the payload, its first override's).
 
 Expansion is bounded before the library runs: at most `max_occurrences_per_event` in
 the window, and a deterministic budget of dateutil work per payload (recurrence_budget).
 
 External ids must survive re-polls, because they are how a listing is found again:
-  - a one-off event is its UID alone, so moving it to another day updates the listing;
-  - an occurrence of a recurring series is UID + "/" + its RECURRENCE-ID in UTC
-    (20250330T183000Z, or 20250330 for all-day), i.e. the start the rule gave it: an
-    override that moves or retitles it keeps its id, as RFC 5545 intends;
+  - an event, one-off or series, is its UID alone, so moving it to another day, or
+    moving, adding or cancelling one of a series' dates, updates the listing;
   - an event without UID gets "nouid:" + a hash of its summary, start and location:
     the fields a reader would use to tell two events apart, and ones a re-export keeps.
 """
@@ -32,6 +31,7 @@ from recurring_ical_events import EventAdapter, Occurrence, Series
 
 from ingestion.drafts import BadItem, ListingDraft, ParseResult
 from ingestion.parsers.calendar_payload import whole_calendars
+from ingestion.parsers.calendar_series import one_series, rule_in_words
 from ingestion.parsers.calendar_time import (
     as_aware,
     calendar_zones,
@@ -112,9 +112,6 @@ def parse_calendar(
         except Exception as error:  # a library failure on one series must not lose the rest
             reason = f"cannot expand: {type(error).__name__}: {error}"
             items = [BadItem(first.position, uid, reason, first.raw)]
-        if result.items + len(items) > max_items:
-            reason = f"the payload has more than {max_items} items in the window"
-            items = [BadItem(first.position, uid, reason, first.raw)]
         for item in items:
             result.add(item)
     return result
@@ -191,7 +188,8 @@ def _occurrences(
     cap: int,
     budget: ExpansionBudget,
 ) -> list[ListingDraft | BadItem]:
-    """The series' occurrences in the window, as drafts (or bad items if untitled)."""
+    """The event's draft: a one-off's, or its series' with the occurrences in the window
+    (calendar_series.py); a bad item if untitled."""
     masters = [event for event in events if not event.is_modification()]
     # The library scans a wider span than the window: back by the event's duration, and
     # both ways by how far RANGE=THISANDFUTURE overrides move their occurrences.
@@ -209,24 +207,33 @@ def _occurrences(
         raise _UnexpandableError(f"recurrence produces more than {cap} occurrences in the window")
     master = max(masters, key=lambda event: event.sequence, default=None)
     recurring = len(events) > 1 or bool(master and {"RRULE", "RDATE"} & set(master.component))
-    items: list[ListingDraft | BadItem] = []
-    for occurrence in occurrences:
-        draft = _draft(occurrence, uid, master, recurring)
-        untitled = BadItem(draft.position, draft.external_id, "no SUMMARY", occurrence.event.raw)
-        items.append(draft if draft.title else untitled)
-    return items
+    drafts = [_draft(occurrence, uid, master) for occurrence in occurrences]
+    if not recurring or not drafts:
+        return [
+            draft if draft.title else BadItem(draft.position, uid, "no SUMMARY", event.raw)
+            for draft, event in zip(drafts, (o.event for o in occurrences), strict=True)
+        ]
+    # The series' words are its master's, whichever of its dates fall in the window, else
+    # (no master in the payload) the first override's.
+    template = _draft(_Occurrence(master), uid, master) if master else drafts[0]
+    if not template.title:
+        return [BadItem(template.position, uid, "no SUMMARY", (master or events[0]).raw)]
+    return [one_series(uid, drafts, template, _rule_in_words(master, events))]
 
 
-def _draft(
-    occurrence: _Occurrence, uid: str, master: _Event | None, recurring: bool
-) -> ListingDraft:
+def _rule_in_words(master: _Event | None, events: list[_Event]) -> str:
+    """The master's rule in words, unless an override moves every date from one on
+    (RANGE=THISANDFUTURE): the rule then no longer says when the series is."""
+    if master is None or any(event.this_and_future for event in events):
+        return ""
+    return rule_in_words(master.component, as_aware(when(master.component, "DTSTART"), master.zone))
+
+
+def _draft(occurrence: _Occurrence, uid: str, master: _Event | None) -> ListingDraft:
+    """One occurrence as if it were a one-off: a series' drafts are folded into one."""
     event = occurrence.event
     component = event.component
     zone = event.zone
-    if event.is_modification() and occurrence.start == event.start:
-        recurrence_id = when(component, "RECURRENCE-ID")
-    else:  # generated by the master, or by a RANGE=THISANDFUTURE override that moved it
-        recurrence_id = occurrence.start - event.move_recurrences_by
     fallback = master.component if master else component
 
     def text(name: str) -> str:
@@ -237,7 +244,7 @@ def _draft(
     if all_day and ends_at <= starts_at:  # DTEND on the start day: a producer's slip
         ends_at = as_aware(occurrence.start + timedelta(days=1), zone)
     return ListingDraft(
-        external_id=f"{uid}/{utc_stamp(recurrence_id, zone)}" if recurring else uid,
+        external_id=uid,
         title=" ".join(text("SUMMARY").split()),
         position=event.position,
         description=text("DESCRIPTION")[:MAX_DESCRIPTION_CHARS],

@@ -16,14 +16,23 @@ from functools import cache
 from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.statement import LISTINGS_TAG, fetch_with_local_settings
-from retrieval.query.filters import Shape, conditions, parameters, shape
+from retrieval.query.filters import (
+    Shape,
+    conditions,
+    in_window,
+    next_start,
+    occurrence_order,
+    parameters,
+    shape,
+)
 from retrieval.types import DEFAULT_FILTERS, SearchFilters
 
 # The headline and the provenance, the costly parts, are made for the shown rows only.
 _LISTINGS = """
 WITH shown AS (
     SELECT l.id, l.title, l.venue, l.starts_at, l.ends_at, l.timezone, l.all_day, l.url,
-           l.description, ranked.position
+           l.description, l.occurrences, l.recurrence, {next_start} AS next_start,
+           ranked.position
     FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS ranked(id, position)
     JOIN ingestion_listing l ON l.id = ranked.id
     WHERE l.status = 'active' AND l.audience = %(audience)s{filters}
@@ -31,7 +40,13 @@ WITH shown AS (
     OFFSET %(offset)s
     LIMIT %(k)s
 )
-SELECT id, title, venue, starts_at, ends_at, timezone, all_day, url,
+SELECT id, title, venue, starts_at, ends_at, timezone, all_day, url, recurrence,
+       -- A series' occurrences in the window, the one it shows first, and how many.
+       (SELECT coalesce(json_agg(json_build_array(lower(d.o), upper(d.o)) ORDER BY d.n), '[]')
+        FROM (SELECT o, row_number() OVER (ORDER BY {occurrences_order}) AS n
+              FROM unnest(occurrences) AS o WHERE {in_window}
+              ORDER BY n LIMIT {dates}) AS d),
+       (SELECT count(*) FROM unnest(occurrences) AS o WHERE {in_window}),
        ts_headline('english', coalesce(nullif(description, ''), title),
                    websearch_to_tsquery('english', %(text)s),
                    'MaxFragments=1, MaxWords=30, MinWords=12, StartSel=\ue000, StopSel=\ue001'),
@@ -44,10 +59,12 @@ SELECT id, title, venue, starts_at, ends_at, timezone, all_day, url,
 FROM shown
 ORDER BY {order}
 """
-# By relevance, the ranking's order; by date, its listings by start, sooner first (undated
-# last), then in the ranking's order.
+# By relevance, the ranking's order; by date, its listings by start (a series' next in the
+# window), sooner first (undated last), then in the ranking's order.
 _BY_RANK = "position"
-_BY_DATE = "starts_at NULLS LAST, position"
+_BY_DATE = "next_start NULLS LAST, position"
+# A series' dates a result carries: a year of a weekly event; more are counted.
+DATES_SHOWN = 60
 
 
 @dataclass(frozen=True)
@@ -68,11 +85,24 @@ class ListingView:
     url: str
     snippet: str  # HTML: the listing's text escaped, <mark> around the matched words
     sources: tuple[Provenance, ...]
+    # A series: its rule in words, or "" (as is a one-off's), its dates in the window
+    # from the one shown (starts_at, ends_at) on, at most DATES_SHOWN of them, and how
+    # many follow the shown one.
+    recurrence: str = ""
+    dates: tuple[tuple[datetime, datetime], ...] = ()
+    more_dates: int = 0
 
 
 @cache
 def _statement(of: Shape, by_date: bool) -> str:
-    return _LISTINGS.format(filters=conditions(of), order=_BY_DATE if by_date else _BY_RANK)
+    return _LISTINGS.format(
+        filters=conditions(of),
+        order=_BY_DATE if by_date else _BY_RANK,
+        next_start=next_start(of),
+        in_window=in_window(of),
+        occurrences_order=occurrence_order(of),
+        dates=DATES_SHOWN,
+    )
 
 
 async def hydrate(
@@ -104,21 +134,44 @@ async def hydrate(
         },
         deadline,
     )
-    return [
-        ListingView(
-            id_,
-            title,
-            venue,
-            starts_at,
-            ends_at,
-            zone,
-            all_day,
-            url,
-            _marked(headline),
-            tuple(Provenance(name, kind) for name, kind in sources),
-        )
-        for id_, title, venue, starts_at, ends_at, zone, all_day, url, headline, sources in rows
-    ]
+    return [_view(*row) for row in rows]
+
+
+def _view(
+    id_: int,
+    title: str,
+    venue: str,
+    starts_at: datetime | None,
+    ends_at: datetime | None,
+    zone: str,
+    all_day: bool,
+    url: str,
+    recurrence: str,
+    dates_json: list[list[str]],
+    in_window: int,
+    headline: str,
+    sources: list[list[str]],
+) -> ListingView:
+    dates = tuple(
+        (datetime.fromisoformat(start), datetime.fromisoformat(end)) for start, end in dates_json
+    )
+    if dates:  # a series shows its next date in the window
+        starts_at, ends_at = dates[0]
+    return ListingView(
+        id_,
+        title,
+        venue,
+        starts_at,
+        ends_at,
+        zone,
+        all_day,
+        url,
+        _marked(headline),
+        tuple(Provenance(name, kind) for name, kind in sources),
+        recurrence=recurrence,
+        dates=dates,
+        more_dates=max(in_window - 1, 0),
+    )
 
 
 def _marked(headline: str) -> str:

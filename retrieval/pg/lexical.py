@@ -36,7 +36,14 @@ from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.pool import prepare_on_connect
 from retrieval.pg.statement import LEXICAL_TAG, fetch_with_local_settings
-from retrieval.query.filters import DEFAULT_SHAPE, Shape, conditions, parameters, shape
+from retrieval.query.filters import (
+    DEFAULT_SHAPE,
+    Shape,
+    conditions,
+    next_start,
+    parameters,
+    shape,
+)
 from retrieval.query.parse import requires_every_term
 from retrieval.types import Candidate, LexicalResult, Query
 
@@ -63,12 +70,12 @@ ANY_TERM_NORMALISATION = 0
 _SEARCH = """
 WITH q AS (SELECT {tsquery} AS tsq),
 pool AS (
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score, l.starts_at
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score, {next_start} AS starts_at
      FROM ingestion_listing l, q
      WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     UNION ALL
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq), l.starts_at FROM ingestion_listing l, q
+    (SELECT l.id, ts_rank(l.search_vector, q.tsq), {next_start} FROM ingestion_listing l, q
      WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
        AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
@@ -98,7 +105,7 @@ candidates AS (
     FROM (SELECT tsq FROM terms WHERE generates
           UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
     CROSS JOIN LATERAL (
-        SELECT l.id, l.search_vector, l.starts_at FROM ingestion_listing l
+        SELECT l.id, l.search_vector, {next_start} AS starts_at FROM ingestion_listing l
         WHERE l.search_vector @@ t.tsq
           AND l.status = 'active' AND l.audience = %(audience)s{filters}
         LIMIT {per_term}) AS found
@@ -115,7 +122,8 @@ some_terms AS (
     ORDER BY score DESC, c.starts_at NULLS LAST, c.id
     LIMIT %(limit)s
 )
--- Among equal scores the sooner event first (undated last), then the smaller id.
+-- Among equal scores the sooner event first (a series by its next date, undated last),
+-- then the smaller id.
 SELECT id, score FROM (
     SELECT id, score, starts_at, 1 AS tier FROM every_term
     UNION ALL
@@ -158,6 +166,7 @@ def statements(
             weights=weights,
             normalisation=normalisation,
             filters=conditions(of),
+            next_start=next_start(of),
         )
         for tsquery in (_WEBSEARCH, _ANY_OF)
     }

@@ -23,6 +23,7 @@ from retrieval.query.filters import (
     Shape,
     conditions,
     needs_listing,
+    next_start,
     parameters,
     shape,
 )
@@ -32,11 +33,12 @@ from retrieval.types import DEFAULT_FILTERS, Candidate, SearchFilters
 # the generation's partial HNSW index (`WHERE generation_id = G` on `embedding::vector(N)`).
 # The query vector appears once, ordered by its output column: its text is the largest part
 # of the message, and the server parses every copy of it.
-# Among equal distances (listings of the same text) the sooner event first, undated last:
-# ordered again above the index scan, which can give distance order alone.
+# Among equal distances (listings of the same text) the sooner event first (a series by
+# its next date in the window), undated last: ordered again above the index scan, which
+# can give distance order alone.
 _SEARCH = """
 SELECT listing_id, distance FROM (
-    SELECT listing_id, starts_at,
+    SELECT listing_id, {next_start} AS starts_at,
            embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
     FROM ingestion_listing_embedding e
     WHERE generation_id = {generation}{filters}
@@ -57,7 +59,7 @@ few AS MATERIALIZED (SELECT count(*) < {exact_max} AS yes FROM passing),
 exact AS (
     -- OFFSET 0 keeps the sort above the passing rows: never the HNSW index.
     SELECT listing_id, starts_at, distance FROM (
-        SELECT e.listing_id, e.starts_at,
+        SELECT e.listing_id, {next_start} AS starts_at,
                e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
         FROM passing p JOIN ingestion_listing_embedding e
           ON e.listing_id = p.id AND e.generation_id = {generation}
@@ -67,7 +69,7 @@ exact AS (
     LIMIT %(limit)s
 ),
 near AS (
-    SELECT e.listing_id, e.starts_at,
+    SELECT e.listing_id, {next_start} AS starts_at,
            e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
     FROM ingestion_listing_embedding e{join}
     WHERE e.generation_id = {generation}{near_filters} AND NOT (SELECT yes FROM few)
@@ -112,7 +114,12 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
         "hnsw.max_scan_tuples": str(_MAX_SCAN_TUPLES),
     }
     if of == DEFAULT_SHAPE:
-        return _SEARCH.format(dims=dims, generation=generation, filters=conditions(of, "e")), local
+        return _SEARCH.format(
+            dims=dims,
+            generation=generation,
+            filters=conditions(of, "e"),
+            next_start=next_start(of, "e"),
+        ), local
     # Dates are on the embeddings too; only venue and kind need the listing itself.
     joined = needs_listing(of)
     passing = (_PASSING_BY_LISTING if joined else _PASSING_BY_DATES).format(
@@ -125,6 +132,7 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
         exact_max=EXACT_MAX,
         join=" JOIN ingestion_listing l ON l.id = e.listing_id" if joined else "",
         near_filters=conditions(of, "l" if joined else "e"),
+        next_start=next_start(of, "e"),
     )
     local |= {
         "hnsw.max_scan_tuples": str(_FILTERED_SCAN_TUPLES),

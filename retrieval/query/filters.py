@@ -108,9 +108,14 @@ def parameters(filters: SearchFilters) -> dict[str, object]:
 @cache
 def conditions(of: Shape, table: str = "l") -> str:
     """` AND ...` conditions on the listing alias `table`, or on the embeddings' alias
-    where `needs_listing` is false (they hold copies of the listing's dates). An undated
-    listing has no current_until, so every date condition but the default's leaves it
-    out."""
+    where `needs_listing` is false (they hold copies of the listing's dates and
+    occurrences). An undated listing has no current_until, so every date condition but
+    the default's leaves it out.
+
+    A series' own dates span its occurrences (ingestion/migrations/0016), so the
+    conditions on them pass a superset; they are exact for a window open at one end, and
+    its occurrences are read only where they are not: a window with both ends (a series
+    may have dates either side of it and none inside), and `past`."""
     parts = []
     until = f"{table}.current_until"
     if of.not_ended:
@@ -119,17 +124,67 @@ def conditions(of: Shape, table: str = "l") -> str:
             f"({until} >= now() OR {until} IS NULL)" if of.undated else f"{until} >= now()"
         )
     if of.ended:
-        parts.append(f"{until} < now()")
+        parts.append(f"({until} < now() OR {_occurs(of, table)})")
     if of.ends_after:
         parts.append(f"{until} >= %(filter_from)s")
     if of.starts_before:
         parts.append(f"{table}.starts_at < %(filter_to)s")
+        if of.ends_after or of.not_ended:
+            parts.append(f"(cardinality({table}.occurrences) = 0 OR {_occurs(of, table)})")
     if of.venue:
         # The same function makes the listings' terms: the same words match.
         parts.append(f"{table}.venue_terms @> listing_venue_terms(%(filter_venue)s, '{{}}')")
     if of.kinds:
         parts.append(f"{table}.source_kinds && %(filter_kinds)s::varchar[]")
     return "".join(f" AND {part}" for part in parts)
+
+
+def in_window(of: Shape, occurrence: str = "o") -> str:
+    """The condition on one of a series' occurrences (a tstzrange [start, until]) that
+    the filter's date window asks of a listing's start and current_until."""
+    parts = []
+    if of.ended:
+        parts.append(f"upper({occurrence}) < now()")
+    if of.ends_after:
+        parts.append(f"upper({occurrence}) >= %(filter_from)s")
+    elif of.not_ended:
+        parts.append(f"upper({occurrence}) >= now()")
+    if of.starts_before:
+        parts.append(f"lower({occurrence}) < %(filter_to)s")
+    return " AND ".join(parts) or "true"
+
+
+def _occurs(of: Shape, table: str) -> str:
+    window = in_window(of)
+    return f"EXISTS (SELECT 1 FROM unnest({table}.occurrences) AS o WHERE {window})"  # noqa: S608  (constant text: the values are parameters)
+
+
+def occurrence_order(of: Shape, occurrence: str = "o") -> str:
+    """The order in which a series' occurrences in the window are shown, its first the
+    one a result shows: from a lower bound, sooner first; in the past, the latest first;
+    with no lower bound (`any`, a range given only its end), those not yet over sooner
+    first, then those over, the latest first."""
+    if of.ends_after or of.not_ended:
+        return f"lower({occurrence})"
+    if of.ended:
+        return f"lower({occurrence}) DESC"
+    over = f"upper({occurrence}) < now()"
+    return f"{over}, CASE WHEN NOT {over} THEN lower({occurrence}) END, lower({occurrence}) DESC"
+
+
+@cache
+def next_start(of: Shape, table: str = "l") -> str:
+    """A listing's start as readers order by it: the start of the series' occurrence a
+    result shows (occurrence_order), a one-off's own start. Only a series reads its
+    occurrences; a one-off's start costs nothing more."""
+    start = f"{table}.starts_at"
+    window, order = in_window(of), occurrence_order(of)
+    occurrences = f"unnest({table}.occurrences) AS o WHERE {window}"
+    shown = f"(SELECT lower(o) FROM {occurrences} ORDER BY {order} LIMIT 1)"  # noqa: S608  (constant text: the values are parameters)
+    return (
+        f"CASE WHEN cardinality({table}.occurrences) > 0 "
+        f"THEN coalesce({shown}, {start}) ELSE {start} END"
+    )
 
 
 def needs_listing(of: Shape) -> bool:

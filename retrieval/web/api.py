@@ -35,6 +35,7 @@ from retrieval.types import (
 )
 from retrieval.web.api_types import (
     BadParameterBody,
+    DateBody,
     ResultBody,
     SearchBody,
     SourceBody,
@@ -89,6 +90,9 @@ def _listing_json(view: ListingView, matched: set[str], now: datetime) -> Result
         "timezone": told.zone,
         "all_day": view.all_day,
         "when": told.when,
+        "recurrence": view.recurrence,
+        "more_dates": view.more_dates,
+        "dates": [DateBody(start=d.start, end=d.end, when=d.when) for d in told.later],
         "url": view.url,
         "snippet": view.snippet,
         "matched": sorted(cast("set[Stage]", matched)),

@@ -174,6 +174,12 @@ class SourceBody(TypedDict):
     kind: SourceKind
 
 
+class DateBody(TypedDict):
+    start: Annotated[DateTime | None, Field(description="In the listing's own time zone.")]
+    end: Annotated[DateTime | None, Field(description="As `start`.")]
+    when: Annotated[str, Field(description="For people: 'Tue 12 Jan, 19:30-22:30 GMT'.")]
+
+
 class ResultBody(TypedDict):
     id: int
     title: str
@@ -185,6 +191,21 @@ class ResultBody(TypedDict):
     timezone: Annotated[str, Field(description="The listing's IANA time zone; '' if unknown.")]
     all_day: bool
     when: Annotated[str, Field(description="Start and end for people: 'Sat 6 Dec, 19:30 GMT'.")]
+    recurrence: Annotated[
+        str,
+        Field(
+            description="A series' rule in words where it is simple ('every Tuesday'), else ''."
+            " A series is one result: `start` and `end` are its next date in the window"
+            " (one in progress counts)."
+        ),
+    ]
+    more_dates: Annotated[
+        int, Field(description="How many more of a series' dates fall in the window; 0 for one.")
+    ]
+    dates: Annotated[
+        list[DateBody],
+        Field(description="The first of those further dates, soonest first (at most 59)."),
+    ]
     url: str
     snippet: Annotated[str, Field(description="HTML: escaped text, <mark> around matches.")]
     matched: Annotated[

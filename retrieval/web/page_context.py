@@ -49,6 +49,8 @@ class ShownListing:
     when_iso: str  # the same instant for machines (<time datetime>), or ""
     provenance: str  # "from Barbican calendar · Time Out feed", or ""
     matched: str  # the stages that found it, space-separated (for tests and styling)
+    later: tuple[searching.Dated, ...] = ()  # a series' further dates it carries
+    unlisted: int = 0  # and how many more it has in the window than those
 
 
 def form_context(request: HttpRequest) -> dict[str, Any]:
@@ -141,7 +143,13 @@ def unanswered_context() -> dict[str, Any]:
 def _shown(view: ListingView, stages: set[str], now: datetime) -> ShownListing:
     told = searching.described(view, now)
     return ShownListing(
-        view, told.when, told.start or "", told.provenance, " ".join(sorted(stages))
+        view,
+        told.when,
+        told.start or "",
+        told.provenance,
+        " ".join(sorted(stages)),
+        told.later,
+        view.more_dates - len(told.later),
     )
 
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.conftest import wait_until
-from tests.live_app import LiveApp, live_app
+from tests.live_app import LiveApp, live_app, serving
 from tests.search_fixtures import VECTOR_TABLE
 
 if TYPE_CHECKING:
@@ -123,6 +123,17 @@ def searching(app: LiveApp, generation: int) -> LiveApp:
 
     wait_until(answers, 30, "the live app to search the events")
     return app
+
+
+@pytest.fixture(scope="module")
+def patient_app(child_env: dict[str, str]) -> Iterator[LiveApp]:
+    """The app with a vector budget longer than a browser ever takes to show a page's first
+    chunk (Chromium's navigations took 60-100 ms on the loaded development machine, longer
+    than the default 40 ms), so that the preview is seen before the final results every
+    time; and long enough for a test to free the stalled stage while it waits."""
+    budgets = {"SEARCH_DEADLINE_MS": "4000", "SEARCH_VECTOR_BUDGET_MS": "3000"}
+    with serving(child_env | budgets) as app:
+        yield app
 
 
 @pytest.fixture

@@ -7,13 +7,16 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 
 from ingestion import generations
+from ingestion.demo import DEMO_DIR
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Source
-from ingestion.upsert import apply_draft
+from ingestion.parsing import parse_payload
+from ingestion.upsert import apply_draft, apply_drafts
 from retrieval.pg import suggestions, vocabulary
 from tests.factories import draft, source
 
+DEMO_CALENDAR = DEMO_DIR / "venue-calendar.ics"
 # (title, venue, description, days ahead, hour, minute, source)
 EVENTS = [
     ("Jazz quartet at the riverside", "Riverside Hall",
@@ -40,8 +43,9 @@ SOURCE_KINDS = {
 }
 
 
-def index_events(now: datetime | None = None) -> int:
-    """The events, dated from `now`, indexed and embedded; the active generation's id."""
+def index_events(now: datetime | None = None, *, with_demo_calendar: bool = False) -> int:
+    """The events, dated from `now`, indexed and embedded (with the demo's venue calendar
+    too if asked); the active generation's id."""
     now = now or datetime.now(UTC)
     generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     with transaction.atomic():
@@ -59,6 +63,9 @@ def index_events(now: datetime | None = None) -> int:
                 url=f"https://example.org/events/{number}",
             )
             apply_draft(sources[name], event, now)
+        if with_demo_calendar:  # `make run`'s: its weekly blues session is one series
+            demo = source("Blue Note Riverside", Source.Kind.CALENDAR)
+            apply_drafts(demo, parse_payload(demo.kind, DEMO_CALENDAR.read_bytes()).drafts, now)
     while embed_pending_batch():
         pass
     # As beat does: the texts suggested as a visitor types, and the words a typo meets.

@@ -6,7 +6,6 @@ With SCREENSHOTS_DIR set, also the README's pictures of the page
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ from tests.browser.pages import (
     shown_listings,
     states,
 )
-from tests.live_app import LiveApp, serving
+from tests.live_app import LiveApp
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, ViewportSize
@@ -53,17 +52,6 @@ def test_each_listing_says_where_it_came_from(page: "Page", app: LiveApp) -> Non
     page.goto(search_url(app.url, q="organ recital"))
     provenance = page.locator("#final .listing .provenance").first
     assert "Barbican calendar" in provenance.inner_text(timeout=2000)
-
-
-@pytest.fixture(scope="module")
-def patient_app(child_env: dict[str, str]) -> Iterator[LiveApp]:
-    """The app with a vector budget longer than a browser ever takes to show a page's first
-    chunk (Chromium's navigations took 60-100 ms on the loaded development machine, longer
-    than the default 40 ms), so that the preview is seen before the final results every
-    time; and long enough for a test to free the stalled stage while it waits."""
-    budgets = {"SEARCH_DEADLINE_MS": "4000", "SEARCH_VECTOR_BUDGET_MS": "3000"}
-    with serving(child_env | budgets) as app:
-        yield app
 
 
 def test_with_the_vector_stage_stalled_lexical_listings_show_then_the_degraded_notice(
@@ -299,7 +287,9 @@ def test_results_are_sorted_by_date_from_a_link_that_keeps_the_search(
     assert "when=any" in page.url
     assert sort.locator("[aria-current]").inner_text() == "date"
     page.locator("#final").wait_for()
-    starts = page.eval_on_selector_all("#final .listing time", "ts => ts.map(t => t.dateTime)")
+    starts = page.eval_on_selector_all(
+        "#final .listing .when time", "ts => ts.map(t => t.dateTime)"
+    )
     assert len(starts) > 1
     assert starts == sorted(starts)
     # The form keeps the order when a filter changes.

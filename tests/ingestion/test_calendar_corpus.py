@@ -42,6 +42,11 @@ def test_it_parses_each_corpus_file_or_rejects_it_whole(path: Path) -> None:
     else:
         rejection = ""
         assert_well_formed_calendar(result)
+        for draft in result.drafts:  # a series: its dates sooner first, its span theirs
+            if draft.occurrences:
+                assert list(draft.occurrences) == sorted(draft.occurrences)
+                assert draft.starts_at == draft.occurrences[0][0]
+                assert draft.ends_at == max(end for _, end in draft.occurrences)
     # recurring-ical-events' calendars are all valid ones: none may be rejected whole.
     assert not (rejection and path.is_relative_to(RECURRING)), rejection
 
@@ -50,7 +55,7 @@ def test_it_covers_the_three_corpora() -> None:
     assert len(FILES) > 350
 
 
-def occurrences(name: str, start: date, end: date) -> list[ListingDraft]:
+def drafts(name: str, start: date, end: date) -> list[ListingDraft]:
     result = parse_calendar(
         (RECURRING / name).read_bytes(),
         window_start=datetime.combine(start, time(), tzinfo=UTC),
@@ -60,27 +65,32 @@ def occurrences(name: str, start: date, end: date) -> list[ListingDraft]:
     return result.drafts
 
 
-def start(draft: ListingDraft, zone: tzinfo = UTC) -> datetime:
-    assert draft.starts_at is not None
-    return draft.starts_at.astimezone(zone)
+def series(name: str, start: date, end: date) -> ListingDraft:
+    """The calendar's one draft in the window: a series, with its occurrences."""
+    (draft,) = drafts(name, start, end)
+    assert draft.occurrences, draft
+    return draft
 
 
-def end(draft: ListingDraft, zone: tzinfo = UTC) -> datetime:
-    assert draft.ends_at is not None
-    return draft.ends_at.astimezone(zone)
+def local_days(draft: ListingDraft, zone: ZoneInfo = BERLIN) -> list[str]:
+    """The local day of each of the series' occurrences."""
+    return [start.astimezone(zone).strftime("%Y%m%d") for start, _ in draft.occurrences]
 
 
-def local_days(drafts: list[ListingDraft], zone: ZoneInfo = BERLIN) -> list[str]:
-    return [start(draft, zone).strftime("%Y%m%d") for draft in drafts]
+def local_times(draft: ListingDraft, zone: tzinfo = UTC) -> dict[str, tuple[time, time]]:
+    """Each occurrence's local start and end time, by its local day."""
+    spans = ((start.astimezone(zone), end.astimezone(zone)) for start, end in draft.occurrences)
+    return {start.strftime("%Y%m%d"): (start.time(), end.time()) for start, end in spans}
 
 
 def test_it_skips_exdates_and_stops_at_until() -> None:
     """test_issue_20_exdate_ignored.py: the EXDATEs are gone, UNTIL excludes February."""
-    drafts = occurrences("issue_20_exdate_ignored.ics", date(2019, 1, 1), date(2021, 1, 1))
+    draft = series("issue_20_exdate_ignored.ics", date(2019, 1, 1), date(2021, 1, 1))
 
-    assert local_days(drafts) == [
+    assert local_days(draft) == [
         "20191029", "20191112", "20191210", "20200107", "20200114", "20200121", "20200128",
     ]  # fmt: skip
+    assert draft.ends_at == datetime(2020, 1, 28, 17, 45, tzinfo=BERLIN)
 
 
 @pytest.mark.parametrize(
@@ -98,115 +108,100 @@ def test_it_skips_exdates_and_stops_at_until() -> None:
 )
 def test_it_leaves_out_deleted_weeks(name: str, days: list[str]) -> None:
     """test_deleted_entries.py: 7 and 6 of COUNT=8 weekly 00:30 Berlin occurrences remain."""
-    drafts = occurrences(name, date(2019, 1, 1), date(2020, 1, 1))
+    draft = series(name, date(2019, 1, 1), date(2020, 1, 1))
 
-    assert local_days(drafts) == days
-    assert {start(draft, BERLIN).time() for draft in drafts} == {time(0, 30)}
+    assert local_days(draft) == days
+    assert {start for start, _ in local_times(draft, BERLIN).values()} == {time(0, 30)}
+    assert draft.recurrence == "every Monday"
 
 
 def test_it_moves_occurrences_of_a_date_series_and_a_datetime_series() -> None:
     """test_issue_62_moved_event.py: six August occurrences, two of them moved."""
-    drafts = occurrences("issue_62_moved_event_2.ics", date(2023, 8, 1), date(2023, 9, 1))
+    found = drafts("issue_62_moved_event_2.ics", date(2023, 8, 1), date(2023, 9, 1))
 
     sydney = ZoneInfo("Australia/Sydney")
-    assert sorted(zip(local_days(drafts, sydney), (d.title for d in drafts), strict=True)) == [
-        ("20230808", "Datetime"),
-        ("20230810", "All Day"),
-        ("20230814", "Datetime"),
-        ("20230816", "All Day"),
-        ("20230822", "Datetime"),
-        ("20230824", "All Day"),
-    ]
+    assert {(d.title, d.all_day): local_days(d, sydney) for d in found} == {
+        ("Datetime", False): ["20230808", "20230814", "20230822"],  # 14th: a Monday, moved
+        ("All Day", True): ["20230810", "20230816", "20230824"],  # 16th: a Wednesday, moved
+    }
 
 
 def test_it_moves_the_last_friday_of_december() -> None:
     """test_issue_62_moved_event.py: the 31 December Karaoke happens on the 17th."""
-    (draft,) = occurrences("issue_62_moved_event.ics", date(2021, 12, 1), date(2022, 1, 1))
+    draft = series("issue_62_moved_event.ics", date(2021, 12, 1), date(2022, 1, 1))
 
-    assert draft.starts_at == datetime(2021, 12, 17, 21, 30, tzinfo=BERLIN)
-    assert draft.external_id.endswith("/20211231T203000Z")  # still the 31st's occurrence
+    moved = datetime(2021, 12, 17, 21, 30, tzinfo=BERLIN)
+    assert draft.occurrences == ((moved, moved),)  # not the 31st's, nor a second one
+    assert (draft.external_id, draft.starts_at) == ("38m812jicsrer5gorh3mlp7qhc@google.com", moved)
+    assert draft.recurrence == "last Friday of the month"
 
 
 def test_it_adds_rdates_to_the_rule() -> None:
     """test_rdate.py: twelve Hacker Public Radio community news dates."""
-    drafts = occurrences("rdate_hackerpublicradio.ics", date(2013, 1, 1), date(2015, 1, 1))
+    draft = series("rdate_hackerpublicradio.ics", date(2013, 1, 1), date(2015, 1, 1))
 
-    assert local_days(drafts, ZoneInfo("Europe/London")) == [
+    assert local_days(draft, ZoneInfo("Europe/London")) == [
         "20130803", "20130831", "20131005", "20131102", "20131130", "20140104",
         "20140201", "20140301", "20140405", "20140503", "20140531", "20140705",
     ]  # fmt: skip
+    assert draft.recurrence == ""  # a rule and dates besides: no words would be right
 
 
 def test_it_keeps_berlin_wall_time_across_daylight_saving() -> None:
     """test_daylight_saving_time.py: the weekly Chaostreff stays at 19:00 in Berlin."""
-    drafts = occurrences("daylight_saving_time.ics", date(2019, 3, 1), date(2019, 5, 1))
+    found = drafts("daylight_saving_time.ics", date(2019, 3, 1), date(2019, 5, 1))
 
-    chaostreff = {
-        start(draft).date(): start(draft).hour
-        for draft in drafts
-        if draft.external_id.startswith("7uartkcnhf0elbvs8md0itrf6c@google.com/")
-    }
-    assert chaostreff[date(2019, 3, 20)] == 18  # UTC+1
-    assert chaostreff[date(2019, 4, 24)] == 17  # UTC+2
-    assert {
-        start(draft, BERLIN).time()
-        for draft in drafts
-        if draft.external_id.startswith("7uartkcnhf0elbvs8md0itrf6c@google.com/")
-    } == {time(19)}
+    (chaostreff,) = (d for d in found if d.external_id == "7uartkcnhf0elbvs8md0itrf6c@google.com")
+    in_utc = [start.astimezone(UTC) for start, _ in chaostreff.occurrences]
+    hours = {start.date(): start.hour for start in in_utc}
+    assert hours[date(2019, 3, 20)] == 18  # UTC+1
+    assert hours[date(2019, 4, 24)] == 17  # UTC+2
+    assert {start for start, _ in local_times(chaostreff, BERLIN).values()} == {time(19)}
+    assert len(chaostreff.occurrences) == 8
 
 
 def test_it_applies_this_and_future_overrides() -> None:
     """test_issue_75_range_parameter.py: two RANGE=THISANDFUTURE edits and an RDATE."""
-    drafts = occurrences("issue_75_range_parameter.ics", date(2024, 9, 1), date(2024, 9, 26))
+    draft = series("issue_75_range_parameter.ics", date(2024, 9, 1), date(2024, 9, 26))
 
-    by_day = {start(draft).strftime("%Y%m%d"): draft for draft in drafts}
-    assert len(drafts) == 13
-    assert {day: by_day[day].title for day in ("20240901", "20240911")} == {
-        "20240901": "ORIGINAL EVENT",
-        "20240911": "ORIGINAL EVENT",
-    }
-    for day in ("20240913", "20240914", "20240915", "20240917", "20240919"):
-        assert by_day[day].title == "MODIFIED EVENT", day
+    times = local_times(draft)
+    assert len(draft.occurrences) == len(times) == 13
+    assert draft.title == "ORIGINAL EVENT"  # the master's: the edits retitle dates, not it
+    for day in ("20240901", "20240911"):
+        assert times[day] == (time(12), time(14)), day
+    # Moved three hours back from the 13th on, and lengthened to seven.
+    for day in ("20240913", "20240917", "20240919"):
+        assert times[day] == (time(9), time(16)), day
+    assert times["20240915"] == (time(17), time(19))  # an override of its own
+    # Moved again, to 14:22 and shorter, from the 21st's (which lands on the 22nd) on.
     for day in ("20240922", "20240924"):
-        assert by_day[day].title == "EDITED EVENT", day
-    assert (start(by_day["20240917"]).time(), end(by_day["20240917"]).time()) == (
-        time(9),
-        time(16),
-    )
-    assert (start(by_day["20240924"]).time(), end(by_day["20240924"]).time()) == (
-        time(14, 22),
-        time(16, 13),
-    )
-    assert len({draft.external_id for draft in drafts}) == 13
+        assert times[day] == (time(14, 22), time(16, 13)), day
 
 
-def test_it_withdraws_the_cancelled_day() -> None:
+def test_it_leaves_out_the_cancelled_day() -> None:
     """test_issue_18_cancel_status.py: only 29 January is cancelled."""
-    drafts = occurrences("issue_18_cancel_status.ics", date(2020, 1, 27), date(2020, 2, 1))
+    draft = series("issue_18_cancel_status.ics", date(2020, 1, 27), date(2020, 2, 1))
 
-    assert [(day, d.withdrawn) for day, d in zip(local_days(drafts), drafts, strict=True)] == [
-        ("20200128", False),
-        ("20200129", True),
-        ("20200130", False),
-    ]
+    assert local_days(draft) == ["20200128", "20200130"]
+    assert not draft.withdrawn
 
 
 def test_it_reads_google_utc_times_in_the_calendar_zone() -> None:
     """test_x_wr_timezone.py: noon and 9 pm in New York, as Google's UI said."""
-    drafts = occurrences(
-        "x_wr_timezone_simple_events_issue_59.ics", date(2021, 12, 1), date(2022, 1, 1)
-    )
+    found = drafts("x_wr_timezone_simple_events_issue_59.ics", date(2021, 12, 1), date(2022, 1, 1))
 
     new_york = ZoneInfo("America/New_York")
-    assert [(d.starts_at, d.ends_at, d.timezone) for d in drafts] == [
+    assert [(d.starts_at, d.ends_at, d.timezone, d.occurrences) for d in found] == [
         (
             datetime(2021, 12, 22, 12, tzinfo=new_york),
             datetime(2021, 12, 22, 13, tzinfo=new_york),
             "America/New_York",
+            (),  # one-off events
         ),
         (
             datetime(2021, 12, 22, 21, tzinfo=new_york),
             datetime(2021, 12, 22, 22, tzinfo=new_york),
             "America/New_York",
+            (),
         ),
     ]

@@ -1,8 +1,8 @@
-"""Venue calendars: occurrences, overrides, cancellations, time zones and hostile rules."""
+"""Venue calendars: series, overrides, cancellations, time zones and hostile rules."""
 
 import re
 import time
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -52,9 +52,22 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> date
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
-def starts(drafts: list[ListingDraft], zone: tzinfo = UTC) -> list[datetime]:
-    """Each draft's start, seen in `zone`."""
-    return [draft.starts_at.astimezone(zone) for draft in drafts if draft.starts_at]
+def occurrence_starts(draft: ListingDraft, zone: tzinfo = UTC) -> list[datetime]:
+    """The start of each of a series' occurrences, seen in `zone`."""
+    return [start.astimezone(zone) for start, _ in draft.occurrences]
+
+
+def assert_well_formed_series(result: ParseResult) -> None:
+    """What every series draft must be: its dates sooner first, its span theirs."""
+    for draft in result.drafts:
+        if draft.occurrences:
+            assert list(draft.occurrences) == sorted(draft.occurrences)
+            assert draft.starts_at == draft.occurrences[0][0]
+            assert draft.ends_at == max(end for _, end in draft.occurrences)
+            assert all(start <= end for start, end in draft.occurrences)
+            assert not draft.withdrawn
+        else:
+            assert draft.recurrence == ""
 
 
 QUIZ = """
@@ -75,50 +88,114 @@ QUIZ_MOVED = """
     DTSTART;TZID=Europe/London:20250404T200000
     DTEND;TZID=Europe/London:20250404T223000
 """
+QUIZ_CANCELLED = """
+    UID:quiz@venue.example
+    RECURRENCE-ID;TZID=Europe/London:{day}T193000
+    DTSTART;TZID=Europe/London:{day}T193000
+    STATUS:CANCELLED
+"""
 
 
 # --- recurrence ---------------------------------------------------------------------------
 
 
-def test_it_expands_a_weekly_series_with_an_exdate_and_a_moved_override() -> None:
+def test_it_makes_one_draft_of_a_weekly_series_with_an_exdate_and_a_moved_override() -> None:
     result = parse(ics(QUIZ, QUIZ_MOVED))
 
-    assert result.bad == []
-    assert [(d.external_id, d.title, d.starts_at, d.position) for d in result.drafts] == [
-        ("quiz@venue.example/20250306T193000Z", "Pub quiz", utc(2025, 3, 6, 19, 30), 0),
-        ("quiz@venue.example/20250313T193000Z", "Pub quiz", utc(2025, 3, 13, 19, 30), 0),
+    draft = only_draft(result)
+    assert (draft.external_id, draft.title, draft.position) == ("quiz@venue.example", "Pub quiz", 0)
+    assert draft.occurrences == (
+        (utc(2025, 3, 6, 19, 30), utc(2025, 3, 6, 21, 30)),
+        (utc(2025, 3, 13, 19, 30), utc(2025, 3, 13, 21, 30)),
         # 20 March is the EXDATE; the clocks go forward on 30 March.
-        ("quiz@venue.example/20250327T193000Z", "Pub quiz", utc(2025, 3, 27, 19, 30), 0),
-        ("quiz@venue.example/20250403T183000Z", "Pub quiz: Easter special", utc(2025, 4, 4, 19), 1),
-        ("quiz@venue.example/20250410T183000Z", "Pub quiz", utc(2025, 4, 10, 18, 30), 0),
-    ]
-    moved = result.drafts[3]
-    assert moved.ends_at == utc(2025, 4, 4, 21, 30)
-    assert moved.description == "Teams of six."  # the override leaves it to the master
-    first = result.drafts[0]
-    assert (first.venue, first.url, first.timezone) == (
+        (utc(2025, 3, 27, 19, 30), utc(2025, 3, 27, 21, 30)),
+        (utc(2025, 4, 4, 19), utc(2025, 4, 4, 21, 30)),  # Thursday 3 April's, moved
+        (utc(2025, 4, 10, 18, 30), utc(2025, 4, 10, 20, 30)),
+    )
+    assert (draft.starts_at, draft.ends_at) == (utc(2025, 3, 6, 19, 30), utc(2025, 4, 10, 20, 30))
+    assert (draft.description, draft.venue, draft.url, draft.timezone) == (
+        "Teams of six.",
         "The Crown, upstairs",
         "https://venue.example/quiz",
         "Europe/London",
     )
-    assert first.ends_at == utc(2025, 3, 6, 21, 30)
-    assert not any(draft.withdrawn or draft.all_day for draft in result.drafts)
+    assert draft.recurrence == "every Thursday"
+    assert (draft.withdrawn, draft.all_day) == (False, False)
+
+
+def test_a_series_lists_a_moved_date_anew_and_leaves_out_excluded_and_cancelled_ones() -> None:
+    cancelled = QUIZ_CANCELLED.format(day="20250327")
+    draft = only_draft(parse(ics(QUIZ, QUIZ_MOVED, cancelled)))
+
+    assert [start.strftime("%a %d %b %H:%M") for start in occurrence_starts(draft, LONDON)] == [
+        "Thu 06 Mar 19:30",
+        "Thu 13 Mar 19:30",
+        # not Thursday 20 March (the EXDATE) nor 27 March (cancelled)
+        "Fri 04 Apr 20:00",  # not Thursday 3 April at 19:30: moved
+        "Thu 10 Apr 19:30",
+    ]
+    assert occurrence_starts(draft)[2:] == [utc(2025, 4, 4, 19), utc(2025, 4, 10, 18, 30)]
+    assert (draft.external_id, draft.withdrawn) == ("quiz@venue.example", False)
+
+
+def test_an_override_that_retitles_one_date_leaves_the_series_words_alone() -> None:
+    # The override comes first in the payload: the series is still its master's.
+    draft = only_draft(parse(ics(QUIZ_MOVED, QUIZ)))
+
+    assert (draft.title, draft.description, draft.position) == ("Pub quiz", "Teams of six.", 1)
+    assert utc(2025, 4, 4, 19) in occurrence_starts(draft)  # the retitled date is listed
+
+
+def test_a_series_keeps_its_master_s_words_in_a_window_where_only_a_retitled_date_falls() -> None:
+    easter = {"window_start": utc(2025, 4, 1), "window_end": utc(2025, 4, 8)}
+    draft = only_draft(parse(ics(QUIZ, QUIZ_MOVED), **easter))
+
+    assert occurrence_starts(draft) == [utc(2025, 4, 4, 19)]
+    assert (draft.title, draft.position) == ("Pub quiz", 0)
+
+
+def test_a_rule_moved_from_one_date_on_is_not_put_in_words() -> None:
+    moved = (
+        "UID:quiz\nRECURRENCE-ID;RANGE=THISANDFUTURE:20250311T190000Z\n"
+        "DTSTART:20250312T190000Z\nDTEND:20250312T210000Z"
+    )
+    quiz = "UID:quiz\nSUMMARY:Quiz\nDTSTART:20250304T190000Z\nDTEND:20250304T210000Z"
+    draft = only_draft(parse(ics(f"{quiz}\nRRULE:FREQ=WEEKLY;COUNT=4", moved)))
+
+    # Tuesday, then Wednesdays: "every Tuesday" would be wrong from the second date on.
+    assert [start.weekday() for start in occurrence_starts(draft)] == [1, 2, 2, 2]
+    assert draft.recurrence == ""
+
+
+def test_a_series_ends_when_its_latest_date_ends_not_its_last_one() -> None:
+    fair = "UID:fair\nSUMMARY:Fair\nDTSTART:20250601T100000Z\nDTEND:20250601T180000Z"
+    # The first day's override runs on until late on the last day.
+    long_day = "UID:fair\nRECURRENCE-ID:20250601T100000Z\nDTSTART:20250601T100000Z"
+    draft = only_draft(
+        parse(ics(f"{fair}\nRRULE:FREQ=DAILY;COUNT=3", f"{long_day}\nDTEND:20250603T230000Z"))
+    )
+
+    assert draft.occurrences[-1] == (utc(2025, 6, 3, 10), utc(2025, 6, 3, 18))
+    assert (draft.starts_at, draft.ends_at) == (utc(2025, 6, 1, 10), utc(2025, 6, 3, 23))
 
 
 def test_it_keeps_local_wall_time_across_the_change_to_summer_time() -> None:
-    result = parse(
-        ics("""
-            UID:salsa
-            SUMMARY:Salsa class
-            DTSTART;TZID=Europe/London:20250327T193000
-            RRULE:FREQ=WEEKLY;COUNT=2
-        """)
+    draft = only_draft(
+        parse(
+            ics("""
+                UID:salsa
+                SUMMARY:Salsa class
+                DTSTART;TZID=Europe/London:20250327T193000
+                RRULE:FREQ=WEEKLY;COUNT=2
+            """)
+        )
     )
 
-    before, after = starts(result.drafts)
-    assert (before.astimezone(UTC).hour, after.astimezone(UTC).hour) == (19, 18)
+    before, after = occurrence_starts(draft)
+    assert (before.hour, after.hour) == (19, 18)
     assert before.astimezone(LONDON).time() == after.astimezone(LONDON).time()
     assert after.astimezone(LONDON).date() == date(2025, 4, 3)
+    assert draft.ends_at == after  # no DTEND: each occurrence an instant
 
 
 def test_it_withdraws_a_cancelled_one_off_event_instead_of_dropping_it() -> None:
@@ -134,28 +211,112 @@ def test_it_withdraws_a_cancelled_one_off_event_instead_of_dropping_it() -> None
     )
 
     assert (draft.external_id, draft.withdrawn) == ("gig-1", True)
+    assert draft.starts_at == utc(2025, 6, 1, 20)
+    assert (draft.occurrences, draft.recurrence) == ((), "")  # a one-off, not a series
 
 
-def test_it_withdraws_only_the_cancelled_occurrence_of_a_series() -> None:
-    cancelled = """
-        UID:quiz@venue.example
-        RECURRENCE-ID;TZID=Europe/London:20250313T193000
-        DTSTART;TZID=Europe/London:20250313T193000
-        STATUS:CANCELLED
-    """
-    result = parse(ics(QUIZ, cancelled))
+def test_a_cancelled_date_leaves_its_series_without_withdrawing_it() -> None:
+    draft = only_draft(parse(ics(QUIZ, QUIZ_CANCELLED.format(day="20250306"))))
 
-    withdrawn = {draft.external_id: draft.withdrawn for draft in result.drafts}
-    assert withdrawn["quiz@venue.example/20250313T193000Z"] is True
-    assert sum(withdrawn.values()) == 1
-    assert {draft.title for draft in result.drafts} == {"Pub quiz"}  # from the master
+    assert (draft.withdrawn, draft.title) == (False, "Pub quiz")  # the master's
+    # The first date is cancelled: the series starts at the next one.
+    assert draft.starts_at == utc(2025, 3, 13, 19, 30)
+    assert occurrence_starts(draft) == [
+        utc(2025, 3, 13, 19, 30),
+        utc(2025, 3, 27, 19, 30),
+        utc(2025, 4, 3, 18, 30),
+        utc(2025, 4, 10, 18, 30),
+    ]
 
 
-def test_it_withdraws_every_occurrence_of_a_cancelled_series() -> None:
+def test_it_withdraws_a_cancelled_series_as_one_draft() -> None:
     result = parse(ics(QUIZ.replace("SUMMARY:", "STATUS:CANCELLED\nSUMMARY:"), QUIZ_MOVED))
 
-    assert len(result.drafts) == 5
-    assert all(draft.withdrawn for draft in result.drafts)  # the moved one too
+    draft = only_draft(result)  # not one per date, and the moved one is no listing of its own
+    assert (draft.external_id, draft.title, draft.withdrawn) == (
+        "quiz@venue.example",
+        "Pub quiz",
+        True,
+    )
+    assert draft.occurrences == ()
+
+
+def test_a_series_whose_every_date_is_cancelled_is_one_withdrawn_draft() -> None:
+    duo = "UID:duo\nSUMMARY:Duo\nDTSTART:20250304T190000Z\nRRULE:FREQ=WEEKLY;COUNT=2"
+    cancel = "UID:duo\nRECURRENCE-ID:{0}\nDTSTART:{0}\nSTATUS:CANCELLED"
+    first, second = cancel.format("20250304T190000Z"), cancel.format("20250311T190000Z")
+
+    withdrawn = only_draft(parse(ics(duo, first, second)))
+    assert (withdrawn.external_id, withdrawn.title, withdrawn.withdrawn) == ("duo", "Duo", True)
+    assert withdrawn.occurrences == ()
+    live = only_draft(parse(ics(duo, second)))  # one date left: live
+    assert (live.withdrawn, occurrence_starts(live)) == (False, [utc(2025, 3, 4, 19)])
+
+
+# Tuesday 4 March 2025, 19:30 in London.
+TUESDAY = "DTSTART;TZID=Europe/London:20250304T193000"
+
+
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        ("FREQ=WEEKLY", "every Tuesday"),  # no BYDAY: DTSTART's day
+        ("FREQ=WEEKLY;COUNT=4;WKST=SU", "every Tuesday"),
+        ("FREQ=WEEKLY;UNTIL=20251231T235959Z", "every Tuesday"),
+        ("FREQ=WEEKLY;INTERVAL=2", "every other Tuesday"),
+        ("FREQ=WEEKLY;INTERVAL=2;BYDAY=SA", "every other Saturday"),
+        ("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "every weekday"),
+        ("FREQ=WEEKLY;BYDAY=TH,MO", "every Monday and Thursday"),
+        ("FREQ=WEEKLY;BYDAY=FR,MO,WE", "every Monday, Wednesday and Friday"),
+        ("FREQ=DAILY", "every day"),
+        ("FREQ=MONTHLY;BYDAY=1FR", "first Friday of the month"),
+        ("FREQ=MONTHLY;BYDAY=-1SU", "last Sunday of the month"),
+        # Not simple: words at a glance would be wrong, or need more than a glance.
+        ("FREQ=MONTHLY;BYDAY=FR;BYSETPOS=1", ""),
+        ("FREQ=WEEKLY;BYMONTH=6", ""),
+        ("FREQ=WEEKLY;INTERVAL=3", ""),
+        ("FREQ=MONTHLY;INTERVAL=2;BYDAY=1FR", ""),
+        ("FREQ=MONTHLY;BYDAY=5FR", ""),
+        ("FREQ=MONTHLY;BYMONTHDAY=4", ""),
+        ("FREQ=YEARLY", ""),
+        ("FREQ=WEEKLY;BYDAY=1TU", ""),
+        ("FREQ=DAILY;COUNT=1", ""),  # a single date
+    ],
+)
+def test_it_puts_a_simple_rule_in_words(rule: str, words: str) -> None:
+    draft = only_draft(parse(ics(f"UID:r\nSUMMARY:Club\n{TUESDAY}\nRRULE:{rule}")))
+
+    assert draft.occurrences  # a series either way
+    assert draft.recurrence == words
+
+
+def test_it_reads_a_weekly_rule_s_day_in_the_event_s_own_zone() -> None:
+    # 22:00 on a Tuesday in New York is already Wednesday in UTC.
+    late = "UID:late\nSUMMARY:Late show\nDTSTART;TZID=America/New_York:20250304T220000"
+    draft = only_draft(parse(ics(f"{late}\nRRULE:FREQ=WEEKLY;COUNT=3")))
+
+    assert draft.recurrence == "every Tuesday"
+    assert occurrence_starts(draft)[0] == utc(2025, 3, 5, 3)
+
+
+def test_it_leaves_dates_given_one_by_one_out_of_words() -> None:
+    rdates = "RDATE:20250311T193000Z,20250318T193000Z"
+    draft = only_draft(parse(ics(f"UID:r\nSUMMARY:Club\nDTSTART:20250304T193000Z\n{rdates}")))
+
+    assert draft.recurrence == ""
+    assert occurrence_starts(draft) == [
+        utc(2025, 3, 4, 19, 30),
+        utc(2025, 3, 11, 19, 30),
+        utc(2025, 3, 18, 19, 30),
+    ]
+    weekly = "RRULE:FREQ=WEEKLY;COUNT=2\nRDATE:20250320T193000Z"  # and a Thursday
+    both = only_draft(parse(ics(f"UID:r\nSUMMARY:Club\n{TUESDAY}\n{weekly}")))
+    assert [start.strftime("%a %d") for start in occurrence_starts(both)] == [
+        "Tue 04",
+        "Tue 11",
+        "Thu 20",
+    ]
+    assert both.recurrence == ""  # not "every Tuesday"
 
 
 # --- time zones ---------------------------------------------------------------------------
@@ -170,24 +331,26 @@ def test_it_reads_a_tzid_defined_by_a_vtimezone_block() -> None:
         TZOFFSETFROM:+0100 TZOFFSETTO:+0200 END:DAYLIGHT
         END:VTIMEZONE
     """
-    result = parse(
-        ics(
-            """
-            UID:opera
-            SUMMARY:Opera
-            DTSTART;TZID=Venue-Time:20250320T190000
-            RRULE:FREQ=WEEKLY;COUNT=3
-            """,
-            header=venue_time,
+    draft = only_draft(
+        parse(
+            ics(
+                """
+                UID:opera
+                SUMMARY:Opera
+                DTSTART;TZID=Venue-Time:20250320T190000
+                RRULE:FREQ=WEEKLY;COUNT=3
+                """,
+                header=venue_time,
+            )
         )
     )
 
-    assert starts(result.drafts) == [
+    assert occurrence_starts(draft) == [
         utc(2025, 3, 20, 18),
         utc(2025, 3, 27, 18),
         utc(2025, 4, 3, 17),  # the block's DAYLIGHT rule: +02:00 from 30 March
     ]
-    assert result.drafts[0].timezone == ""  # a private zone has no IANA name
+    assert draft.timezone == ""  # a private zone has no IANA name
 
 
 def test_it_resolves_an_iana_tzid_without_a_vtimezone_block() -> None:
@@ -252,15 +415,18 @@ def test_it_reads_floating_times_in_the_default_zone_without_x_wr_timezone() -> 
 
 
 def test_it_recurs_utc_times_in_the_x_wr_timezone_as_google_means_them() -> None:
-    result = parse(
-        ics(
-            "UID:g\nSUMMARY:Choir\nDTSTART:20250320T193000Z\nRRULE:FREQ=WEEKLY;COUNT=3",
-            header="X-WR-TIMEZONE:Europe/London",
+    draft = only_draft(
+        parse(
+            ics(
+                "UID:g\nSUMMARY:Choir\nDTSTART:20250320T193000Z\nRRULE:FREQ=WEEKLY;COUNT=3",
+                header="X-WR-TIMEZONE:Europe/London",
+            )
         )
     )
 
-    assert [start.hour for start in starts(result.drafts, LONDON)] == [19, 19, 19]
-    assert result.drafts[-1].starts_at == utc(2025, 4, 3, 18, 30)
+    assert [start.hour for start in occurrence_starts(draft, LONDON)] == [19, 19, 19]
+    assert occurrence_starts(draft)[-1] == utc(2025, 4, 3, 18, 30)
+    assert (draft.timezone, draft.recurrence) == ("Europe/London", "every Thursday")
 
 
 def test_it_keeps_utc_times_as_utc() -> None:
@@ -282,22 +448,23 @@ def test_it_starts_all_day_events_at_local_midnight_of_the_calendar() -> None:
         )
     )
 
+    def midnight(day: int) -> datetime:
+        return datetime(2025, 7, day, tzinfo=LONDON)
+
     spans = {d.external_id: (d.starts_at, d.ends_at) for d in result.drafts}
     assert spans == {
-        "fair": (datetime(2025, 7, 4, tzinfo=LONDON), datetime(2025, 7, 5, tzinfo=LONDON)),
-        "fest": (datetime(2025, 7, 10, tzinfo=LONDON), datetime(2025, 7, 13, tzinfo=LONDON)),
-        "market/20250705": (
-            datetime(2025, 7, 5, tzinfo=LONDON),
-            datetime(2025, 7, 6, tzinfo=LONDON),
-        ),
-        "market/20250712": (
-            datetime(2025, 7, 12, tzinfo=LONDON),
-            datetime(2025, 7, 13, tzinfo=LONDON),
-        ),
-        "fete": (datetime(2025, 7, 20, tzinfo=LONDON), datetime(2025, 7, 21, tzinfo=LONDON)),
+        "fair": (midnight(4), midnight(5)),
+        "fest": (midnight(10), midnight(13)),
+        "market": (midnight(5), midnight(13)),  # the series: its first start, its last end
+        "fete": (midnight(20), midnight(21)),
     }
+    (market,) = (d for d in result.drafts if d.external_id == "market")
+    assert market.occurrences == (
+        (midnight(5), midnight(6)),
+        (midnight(12), midnight(13)),
+    )
     assert all(d.all_day and d.timezone == "Europe/London" for d in result.drafts)
-    assert starts(result.drafts, LONDON)[0].utcoffset() == timedelta(hours=1)
+    assert spans["fair"][0] == utc(2025, 7, 3, 23)  # midnight in London is in summer time
 
 
 # --- Outlook and Exchange: Windows zone names -------------------------------------------
@@ -357,15 +524,14 @@ END:VEVENT
 @pytest.mark.parametrize("vtimezone", ["", EASTERN_VTIMEZONE], ids=["alone", "with VTIMEZONE"])
 def test_it_maps_an_outlook_display_name_to_its_iana_zone(vtimezone: str) -> None:
     weekly = "RRULE:FREQ=WEEKLY;COUNT=3;BYDAY=TH\n"
-    result = parse(outlook_export(EASTERN, "20250306T190000", vtimezone, rule=weekly))
+    draft = only_draft(parse(outlook_export(EASTERN, "20250306T190000", vtimezone, rule=weekly)))
 
-    assert not result.bad, result.bad
-    assert starts(result.drafts) == [
+    assert occurrence_starts(draft) == [
         utc(2025, 3, 7, 0),
         utc(2025, 3, 13, 23),  # 19:00 still: the US went to summer time on 9 March
         utc(2025, 3, 20, 23),
     ]
-    assert {draft.timezone for draft in result.drafts} == {"America/New_York"}
+    assert draft.timezone == "America/New_York"
 
 
 def test_it_prefers_the_zone_s_history_to_outlook_s_one_rule_vtimezone() -> None:
@@ -515,7 +681,9 @@ def test_it_quarantines_absurd_rules_in_bounded_time(dtstart: str, rule: str, re
 def test_it_caps_the_occurrences_of_one_event() -> None:
     daily = "UID:daily\nSUMMARY:Daily\nDTSTART:20250101T100000Z\nRRULE:FREQ=DAILY;COUNT=40"
 
-    assert len(parse(ics(daily), max_occurrences_per_event=40).drafts) == 40
+    at_the_cap = only_draft(parse(ics(daily), max_occurrences_per_event=40))
+    assert len(at_the_cap.occurrences) == 40
+    assert at_the_cap.ends_at == utc(2025, 2, 9, 10)
     result = parse(ics(daily), max_occurrences_per_event=39)
     assert result.drafts == []
     assert [bad.reason for bad in result.bad] == [
@@ -523,14 +691,15 @@ def test_it_caps_the_occurrences_of_one_event() -> None:
     ]
 
 
-def test_it_caps_the_items_of_a_payload() -> None:
+def test_it_caps_the_items_of_a_payload_counting_a_series_as_one() -> None:
     daily = "UID:daily\nSUMMARY:Daily\nDTSTART:20250101T100000Z\nRRULE:FREQ=DAILY;COUNT=30"
     gig = "UID:gig\nSUMMARY:Gig\nDTSTART:20250601T200000Z"
 
-    result = parse(ics(gig, daily), max_items=20)
-    assert [draft.external_id for draft in result.drafts] == ["gig"]
-    assert [(bad.external_id, bad.reason) for bad in result.bad] == [
-        ("daily", "the payload has more than 20 items in the window")
+    result = parse(ics(gig, daily), max_items=2)
+    assert (result.items, result.bad) == (2, [])
+    assert [(d.external_id, len(d.occurrences)) for d in result.drafts] == [
+        ("gig", 0),
+        ("daily", 30),
     ]
     with pytest.raises(PayloadError, match="3 events, more than the 2 allowed"):
         parse(ics(gig, gig, gig), max_items=2)
@@ -601,11 +770,23 @@ def test_it_gives_ids_that_are_unique_and_stable_across_polls_and_windows() -> N
     first, second = parse(payload), parse(payload)
     ids = [draft.external_id for draft in first.drafts]
     assert ids == [draft.external_id for draft in second.drafts]
-    assert len(ids) == len(set(ids)) == 10
+    (no_uid,) = (draft.external_id for draft in first.drafts if draft.title == "No UID")
+    assert no_uid.startswith("nouid:")
+    assert ids == ["quiz@venue.example", "gig", no_uid, "market"]  # one a series
     later = parse(payload, window_start=utc(2025, 4, 1), window_end=utc(2025, 7, 1))
-    assert {draft.external_id for draft in later.drafts} < set(ids)
-    (no_uid,) = (draft for draft in first.drafts if draft.title == "No UID")
-    assert no_uid.external_id.startswith("nouid:")
+    assert [draft.external_id for draft in later.drafts] == ["quiz@venue.example", "gig", no_uid]
+
+
+def test_a_series_keeps_its_uid_as_its_id_whatever_the_window() -> None:
+    payload = ics(QUIZ, QUIZ_MOVED, QUIZ_CANCELLED.format(day="20250410"))
+    march = {"window_start": utc(2025, 3, 1), "window_end": utc(2025, 3, 20)}
+    april = {"window_start": utc(2025, 3, 20), "window_end": utc(2025, 5, 1)}
+
+    before, after = only_draft(parse(payload, **march)), only_draft(parse(payload, **april))
+    assert before.external_id == after.external_id == "quiz@venue.example"
+    assert occurrence_starts(before) == [utc(2025, 3, 6, 19, 30), utc(2025, 3, 13, 19, 30)]
+    assert occurrence_starts(after) == [utc(2025, 3, 27, 19, 30), utc(2025, 4, 4, 19)]
+    assert (before.position, after.position) == (0, 0)
 
 
 def test_it_tells_two_uidless_twins_apart_by_quarantining_the_second() -> None:
@@ -664,5 +845,6 @@ def test_it_never_raises_anything_but_payload_error(payload: bytes) -> None:
     else:
         reason = "parsed"
         assert_well_formed_calendar(result)
+        assert_well_formed_series(result)
         assert all(draft.title for draft in result.drafts)
     assert reason
