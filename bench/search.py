@@ -270,7 +270,9 @@ async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) 
         approximate = await PgVectorIndex().search(embedding, generation, 10, Deadline.after(1000))
         async with connection(1.0) as conn, conn.transaction():
             await conn.execute("SET LOCAL enable_indexscan = off")  # every row, exactly
-            statement = _SEARCH.format(dims=embedding.shape[0], generation=generation, filters="")
+            statement = _SEARCH.format(
+                dims=embedding.shape[0], generation=generation, filters="", next_start="starts_at"
+            )
             cursor = await conn.execute(
                 statement.replace("%(embedding)s", "%s").replace("%(limit)s", "10"),
                 [vector_text(embedding)],
