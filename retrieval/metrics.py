@@ -53,6 +53,9 @@ STARTED = Counter("retrieval_started", "Searches started", ["query_class"])
 # Suggestions as a visitor types: answered, or given none because the statement missed its
 # deadline (`timeout`) or failed (`error`).
 SUGGESTIONS = Counter("retrieval_suggestions", "Suggestion requests", ["outcome"])
+# outcome: counted (given with the results), timeout (not by their budget or the results,
+# or no idle connection), error (the database failed them, or nothing to count by).
+FACETS = Counter("retrieval_facets", "Counts on the filters, per search", ["outcome"])
 SUGGEST_SECONDS = Histogram(
     "retrieval_suggest_seconds", "Time to answer a suggestion request", buckets=LATENCY_BUCKETS
 )

@@ -4,17 +4,22 @@ retrieval/web/page.py) run it through `search`, which counts; the evaluation API
 `answer`, which does not, so that every answer is made one way."""
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import NoReturn
 
 import psycopg
+from django.conf import settings
+from django.utils import timezone
 from psycopg_pool import PoolTimeout
 
 from ingestion.models import Audience
+from resilience import awaiting
 from retrieval import metrics
-from retrieval.bounds.deadline import SearchDeadline
-from retrieval.hybrid import LexicalWatcher, hybrid_search
+from retrieval.bounds.deadline import Deadline, SearchDeadline
+from retrieval.hybrid import CANDIDATES_PER_RESULT, LexicalWatcher, hybrid_search
+from retrieval.pg import facets
+from retrieval.pg.facets import Facets
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.protocols import Dependencies
@@ -38,20 +43,37 @@ class Shown:
     listings: list[ListingView]
     page: int
     next_page: int | None  # None: the ranking holds no more showable listings
+    facets: Facets | None = None  # the counts on the filters, when they were in time
 
 
 async def search(
     query: Query, deadline: SearchDeadline, on_lexical: LexicalWatcher | None = None
 ) -> Shown:
-    """The public search, counted (the API's and the page's). Raises NoAnswerError /
-    CallerDeadlineError; lets parent cancellation through."""
+    """The public search, counted (the API's and the page's), with the counts on its
+    filters if they are done by then. Raises NoAnswerError / CallerDeadlineError; lets
+    parent cancellation through."""
     metrics.STARTED.labels(query_class=query.query_class).inc()
     if deadline.stages.expired():
         # It waited in a queue for all the time its stages had: no answer can be on time,
         # so none is started, and the caller hears so now.
         _unavailable(query, [Reason.QUEUED_PAST_DEADLINE])
+    deps = dependencies()
+    counting = awaiting.start(_facets(query, deadline, deps), "facets")
     try:
-        shown = await answer(query, deadline, dependencies(), on_lexical=on_lexical)
+        shown = await _answered(query, deadline, deps, on_lexical)
+    except BaseException:
+        awaiting.cancel(counting)
+        raise
+    shown = _with_facets(shown, counting)
+    _count(query, shown.outcome)
+    return shown
+
+
+async def _answered(
+    query: Query, deadline: SearchDeadline, deps: Dependencies, on_lexical: LexicalWatcher | None
+) -> Shown:
+    try:
+        return await answer(query, deadline, deps, on_lexical=on_lexical)
     except asyncio.CancelledError:
         metrics.PARENT_CANCELLED.labels(cause="disconnect").inc()
         raise
@@ -60,7 +82,44 @@ async def search(
         raise
     except NoAnswerError as exc:
         _unavailable(query, exc.reasons, exc)
-    _count(query, shown.outcome)
+
+
+async def _facets(query: Query, deadline: SearchDeadline, deps: Dependencies) -> Facets | None:
+    """The counts on the filters, by a budget of their own within the search's deadline;
+    None when there is no generation to count by."""
+    clock = deadline.end.clock
+    budget_s = settings.SEARCH_FACETS_BUDGET_MS / 1000
+    budget = Deadline(min(deadline.end.at, clock() + budget_s), clock)
+    generation = await deps.searchable_generation_id(budget)
+    if generation is None:
+        return None
+    limit = query.k * CANDIDATES_PER_RESULT
+    return await facets.count(query.filters, generation, limit, budget, timezone.now())
+
+
+def _with_facets(shown: Shown, counting: "asyncio.Task[Facets | None]") -> Shown:
+    """The results with the counts if they are done, else without them and why: the
+    results never wait for them."""
+    if not counting.done() or counting.cancelled():
+        awaiting.cancel(counting)
+        return _without_facets(shown, Reason.FACETS_TIMEOUT)
+    error = counting.exception()
+    if isinstance(error, StageTimeoutError | PoolTimeout | TimeoutError):
+        return _without_facets(shown, Reason.FACETS_TIMEOUT)
+    if isinstance(error, psycopg.Error | OSError):
+        return _without_facets(shown, Reason.FACETS_ERROR)
+    if error is not None:
+        raise error
+    counted = counting.result()
+    if counted is None:
+        return _without_facets(shown, Reason.FACETS_ERROR)
+    metrics.FACETS.labels(outcome="counted").inc()
+    return replace(shown, facets=counted)
+
+
+def _without_facets(shown: Shown, reason: Reason) -> Shown:
+    metrics.FACETS.labels(outcome="timeout" if reason == Reason.FACETS_TIMEOUT else "error").inc()
+    shown.outcome.reasons.append(reason)
     return shown
 
 

@@ -29,6 +29,14 @@ class Reason(StrEnum):
     LISTINGS_TIMEOUT = "listings_timeout"  # the ranked listings could not be read in time
     OVERLOADED = "overloaded"  # turned away at the door: this process had enough in flight
     QUEUED_PAST_DEADLINE = "queued_past_deadline"  # it waited its whole deadline before work
+    # The counts on the filters were not given (the results were): not done by their
+    # budget or the results, no idle connection for them, or the database failed them.
+    FACETS_TIMEOUT = "facets_timeout"
+    FACETS_ERROR = "facets_error"
+
+
+# Reasons about the counts, not the results: an answer with only these is not degraded.
+FACET_REASONS = frozenset({Reason.FACETS_TIMEOUT, Reason.FACETS_ERROR})
 
 
 class StageTimeoutError(Exception):
@@ -165,7 +173,7 @@ class SearchOutcome:
 
     @property
     def degraded(self) -> bool:
-        return self.mode != Mode.HYBRID or bool(self.reasons)
+        return self.mode != Mode.HYBRID or bool(set(self.reasons) - FACET_REASONS)
 
 
 class NoAnswerError(Exception):

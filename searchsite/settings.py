@@ -270,6 +270,12 @@ SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
 # many, and the longest text suggested for. How often the suggested texts are read afresh,
 # SEARCH_SUGGEST_REFRESH_S, is beat's (searchsite/celery.py).
 SEARCH_SUGGEST_DEADLINE_MS = env_float("SEARCH_SUGGEST_DEADLINE_MS", 30.0)
+# Counts on the filters (retrieval/pg/facets.py): their own budget, within the search's
+# deadline and never past its results; the longest wait for an idle pooled connection;
+# how long counts are kept for the same filters.
+SEARCH_FACETS_BUDGET_MS = env_float("SEARCH_FACETS_BUDGET_MS", 25.0)
+SEARCH_FACETS_POOL_WAIT_MS = env_float("SEARCH_FACETS_POOL_WAIT_MS", 1.0)
+SEARCH_FACETS_TTL_S = env_float("SEARCH_FACETS_TTL_S", 30.0)
 SEARCH_SUGGEST_LIMIT = env_int("SEARCH_SUGGEST_LIMIT", 8)
 SEARCH_SUGGEST_MAX_CHARS = env_int("SEARCH_SUGGEST_MAX_CHARS", 100)
 # Request bodies Django reads into memory: above the editorial API's own 5 MB cap

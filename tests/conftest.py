@@ -204,6 +204,7 @@ def _fresh_search_state() -> None:
     inherit another's."""
     from ingestion import embedding_lag
     from retrieval import service
+    from retrieval.pg import facets
     from retrieval.warming.schedule import WARMING_QUEUE
 
     # First: forgetting the wiring hands the last test's pending breaker outcomes to
@@ -211,6 +212,7 @@ def _fresh_search_state() -> None:
     service.forget_wiring()
     service.forget_searchable_generation()
     embedding_lag.latest.forget()  # read afresh, not as of the last test's database
+    facets.forget()  # counted afresh too
     redis = get_redis()
     # The warming queue too: no worker takes it in most tests, and past its bound of
     # waiting tasks a test's own timeout would be dropped as queue-full.

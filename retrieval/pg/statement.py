@@ -43,6 +43,7 @@ VECTOR_TAG = "searchsite:vector"
 GENERATION_TAG = "searchsite:generation"
 LISTINGS_TAG = "searchsite:listings"
 SUGGEST_TAG = "searchsite:suggest"
+FACETS_TAG = "searchsite:facets"
 
 
 async def fetch_with_local_settings(
@@ -53,6 +54,7 @@ async def fetch_with_local_settings(
     *,
     local: dict[str, str] | None = None,
     prepared: tuple[str, str] | None = None,
+    pool_wait_s: float | None = None,
 ) -> list[tuple[Any, ...]]:
     """Rows of `statement`, run by `deadline` (its wait for a pooled connection, then its
     own `statement_timeout`: what is left once it has a connection) and with the
@@ -71,14 +73,15 @@ async def fetch_with_local_settings(
     is named, and operators still need to tell a search's statements apart.
 
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
-    connection that has that name prepared (see `prepare_on_connect`).
+    connection that has that name prepared (see `prepare_on_connect`). `pool_wait_s`
+    shortens the wait for a connection (work that must not queue for one a search needs).
 
     No answer by the deadline (+ SERVER_GRACE_S) raises StageTimeoutError too, whatever
     the server is doing; a caller cancelled meanwhile stops waiting at once. Either way
     the statement's clean-up goes on behind the caller, bounded (see the module's doc).
     """
     running = asyncio.ensure_future(
-        _fetch(tag, statement, params, deadline, local=local, prepared=prepared)
+        _fetch(tag, statement, params, deadline, local, prepared, pool_wait_s)
     )
     try:
         await asyncio.wait({running}, timeout=deadline.remaining_ms() / 1000 + SERVER_GRACE_S)
@@ -129,12 +132,13 @@ async def _fetch(
     statement: str,
     params: dict[str, object],
     deadline: Deadline,
-    *,
     local: dict[str, str] | None,
     prepared: tuple[str, str] | None,
+    pool_wait_s: float | None,
 ) -> list[tuple[Any, ...]]:
+    wait_s = deadline.remaining_ms() / 1000
     try:
-        async with connection(deadline.remaining_ms() / 1000) as conn:
+        async with connection(wait_s if pool_wait_s is None else min(wait_s, pool_wait_s)) as conn:
             left_ms = deadline.remaining_ms()
             if left_ms <= 0:
                 raise StageTimeoutError("the deadline passed before the statement was sent")

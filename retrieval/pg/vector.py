@@ -120,15 +120,11 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
             filters=conditions(of, "e"),
             next_start=next_start(of, "e"),
         ), local
-    # Dates are on the embeddings too; only venue and kind need the listing itself.
     joined = needs_listing(of)
-    passing = (_PASSING_BY_LISTING if joined else _PASSING_BY_DATES).format(
-        generation=generation, window=_window(of), filters=conditions(of, "l" if joined else "e")
-    )
     statement = _FILTERED.format(
         dims=dims,
         generation=generation,
-        passing=passing,
+        passing=passing(generation, of),
         exact_max=EXACT_MAX,
         join=" JOIN ingestion_listing l ON l.id = e.listing_id" if joined else "",
         near_filters=conditions(of, "l" if joined else "e"),
@@ -145,6 +141,17 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
         # (50,000 rows for half the listings); an index scan stops at EXACT_MAX.
         local["enable_bitmapscan"] = "off"
     return statement, local
+
+
+def passing(generation: int, of: Shape) -> str:
+    """The ids of the listings a filtered search of `generation` ranks: its listings that
+    pass the filter (also what the facets count, retrieval/pg/facets.py). Dates are on the
+    embeddings too; only venue and kind need the listing itself."""
+    if needs_listing(of):
+        return _PASSING_BY_LISTING.format(generation=generation, filters=conditions(of, "l"))
+    return _PASSING_BY_DATES.format(
+        generation=generation, window=_window(of), filters=conditions(of, "e")
+    )
 
 
 def _window(of: Shape) -> str:

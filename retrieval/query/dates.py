@@ -5,8 +5,8 @@ The rules, in the order they apply:
 - `when` absent or `upcoming`, with no `from`/`to`: UPCOMING, events that have not ended at
   the time of the search and undated listings. `past`: only events that have ended.
   `any`: everything. `today`, `this-weekend` and `next-7-days` are shorthand for
-  `from=X&to=X`. Any other `when` than absent or `upcoming` cannot be combined with
-  `from` or `to`.
+  `from=X&to=X`; `later` is what is on after the next 7 days (`from` their end). Any
+  other `when` than absent or `upcoming` cannot be combined with `from` or `to`.
 - `from` and `to` take a date YYYY-MM-DD (in the site's zone: `from` is that day's start,
   `to` the next day's start, so `to` includes its day), an ISO 8601 date-time (a naive one
   is in the site's zone), or a shortcut: `today` is [start of today, start of tomorrow),
@@ -41,7 +41,7 @@ from retrieval.types import UPCOMING, DateFilter
 Shortcut = Literal["today", "this-weekend", "next-7-days"]
 SHORTCUTS: tuple[Shortcut, ...] = get_args(Shortcut)
 _SHORTCUT_NAMES: dict[str, Shortcut] = {name: name for name in SHORTCUTS}
-WHEN_VALUES = ("upcoming", "past", "any", *SHORTCUTS)
+WHEN_VALUES = ("upcoming", "past", "any", *SHORTCUTS, "later")
 
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # Extended-format dates only, so that "20251206" (a date in ISO's basic format, which
@@ -71,6 +71,8 @@ def parse_dates(
             return PAST
         if when_value == "any":
             return ANY
+        if when_value == "later":
+            return _later(now, zone)
         if when_value != "upcoming":
             from_value = to_value = when_value
     if from_value is None and to_value is None:
@@ -91,6 +93,14 @@ def parse_dates(
         not_ended=not_ended,
         ended=False,
         undated=False,
+    )
+
+
+def _later(now: datetime, zone: ZoneInfo) -> DateFilter:
+    """What is on after the next 7 days: the facets' last date bucket."""
+    _, week_on = shortcut_range("next-7-days", now=now, zone=zone)
+    return DateFilter(
+        ends_after=week_on, starts_before=None, not_ended=True, ended=False, undated=False
     )
 
 

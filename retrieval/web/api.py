@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET
 from retrieval import metrics
 from retrieval.bounds import arrival
 from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_timeout
+from retrieval.pg.facets import Count, Facets
 from retrieval.pg.hydrate import ListingView
 from retrieval.pg.suggestions import suggest
 from retrieval.query.filters import parse_filters
@@ -35,7 +36,9 @@ from retrieval.types import (
 )
 from retrieval.web.api_types import (
     BadParameterBody,
+    CountBody,
     DateBody,
+    FacetsBody,
     ResultBody,
     SearchBody,
     SourceBody,
@@ -116,10 +119,20 @@ def outcome_json(shown: Shown) -> SearchBody:
         "suggestion": outcome.suggestion,
         "page": shown.page,
         "next_page": shown.next_page,
+        "facets": _facets_json(shown.facets) if shown.facets is not None else None,
         "results": [
             _listing_json(v, outcome.matched.get(v.id, set()), now) for v in shown.listings
         ],
     }
+
+
+def _facets_json(facets: Facets) -> FacetsBody:
+    def counts(of: tuple[Count, ...]) -> list[CountBody]:
+        return [CountBody(value=c.value, count=c.count, at_least=c.at_least) for c in of]
+
+    return FacetsBody(
+        when=counts(facets.when), kind=counts(facets.kind), venue=counts(facets.venue)
+    )
 
 
 def timings_json(outcome: SearchOutcome) -> dict[str, float]:

@@ -23,7 +23,7 @@ MAX_K = 50
 MAX_PAGE = 10
 MAX_VENUE_CHARS = 200
 MAX_SUGGEST_CHARS = 100
-WHEN_VALUES = ("upcoming", "past", "any", "today", "this-weekend", "next-7-days")
+WHEN_VALUES = ("upcoming", "past", "any", "today", "this-weekend", "next-7-days", "later")
 DEFAULT_WHEN = "upcoming"
 SORTS = ("relevance", "date")
 # The relative dates `from` and `to` accept besides a date or a date-time.
@@ -217,12 +217,33 @@ class ResultBody(TypedDict):
     ]
 
 
+class CountBody(TypedDict):
+    value: Annotated[
+        str, Field(description="The parameter's value that gives it: 'today', 'feed', a venue.")
+    ]
+    count: Annotated[int, Field(description="The results a search with it would give.")]
+    at_least: Annotated[
+        bool, Field(description="True: `count` or more (as many as the stages rank, or more).")
+    ]
+
+
+class FacetsBody(TypedDict):
+    """Counts on the filters: for each choice, the search's other filters kept."""
+
+    when: Annotated[list[CountBody], Field(description="today, this-weekend, next-7-days, later")]
+    kind: Annotated[list[CountBody], Field(description="Each source kind.")]
+    venue: Annotated[list[CountBody], Field(description="The venues of the most listings.")]
+
+
 class SearchBody(TypedDict):
     """The 200 body of `GET /api/search`."""
 
     mode: Annotated[Mode, Field(description="Which stages made the ranking.")]
     degraded: Annotated[bool, Field(description="Whether a stage was missing from it.")]
-    reasons: Annotated[list[Reason], Field(description="Why it is degraded; [] when it is not.")]
+    reasons: Annotated[
+        list[Reason],
+        Field(description="Why it is degraded, or why `facets` is null; [] when neither."),
+    ]
     index_generation: Annotated[
         int | None, Field(description="The vector index generation searched.")
     ]
@@ -234,6 +255,13 @@ class SearchBody(TypedDict):
     ]
     page: int
     next_page: Annotated[int | None, Field(description="The next page's number, or null.")]
+    facets: Annotated[
+        FacetsBody | None,
+        Field(
+            description="Counts on the filters, or null when they were not counted in time"
+            " (`facets_timeout` or `facets_error` in `reasons`; the results are whole)."
+        ),
+    ]
     results: list[ResultBody]
     timings_ms: NotRequired[
         Annotated[dict[str, float], Field(description="Staff only: time spent per stage.")]

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from retrieval import search as searching
+from retrieval.pg.facets import Count, Facets
 from retrieval.pg.hydrate import ListingView
 from retrieval.query.parse import BadQueryError
 from retrieval.types import Query, SearchOutcome
@@ -24,6 +25,7 @@ WHEN_CHOICES = [
     ("today", "Today"),
     ("this-weekend", "This weekend"),
     ("next-7-days", "Next 7 days"),
+    ("later", "Later"),
     ("past", "Past"),
     ("any", "Any time"),
 ]
@@ -80,7 +82,7 @@ def error_context(exc: BadQueryError) -> dict[str, Any]:
 
 def results_context(request: HttpRequest, query: Query, shown: "searching.Shown") -> dict[str, Any]:
     """The final answer's section."""
-    return _section(
+    context = _section(
         request,
         query,
         shown.outcome,
@@ -89,6 +91,9 @@ def results_context(request: HttpRequest, query: Query, shown: "searching.Shown"
         unfinished=False,
         next_page=shown.next_page,
     )
+    if shown.facets is not None:
+        context["facets"] = _facet_links(request, query, shown.facets)
+    return context
 
 
 def preview_context(
@@ -161,6 +166,63 @@ def _announcement(count: int, degraded: bool) -> str:
             f"Results updated: {found}. The full search took too long, so these may be incomplete."
         )
     return f"Results updated: {found}."
+
+
+@dataclass(frozen=True)
+class FacetLink:
+    """A choice the page offers beside the results: the search with it, and its count."""
+
+    label: str  # "This weekend (3)"
+    url: str
+    current: bool  # the search has this choice already
+
+
+def _facet_links(
+    request: HttpRequest, query: Query, facets: Facets
+) -> list[tuple[str, list[FacetLink]]]:
+    """Each count as a link to the search with that choice instead of its own of the kind
+    (the count is what that search gives: retrieval/pg/facets.py)."""
+    names = dict(WHEN_CHOICES)
+    kinds = dict(KIND_CHOICES)
+    when = request.GET.get("when") or ""
+    chosen_kinds = set(query.filters.kinds)
+
+    def label(name: str, count: Count) -> str:
+        return f"{name} ({count.count}{'+' if count.at_least else ''})"
+
+    no_range = {"from": None, "to": None, "page": None}
+    groups = [
+        (
+            "When",
+            [
+                FacetLink(
+                    label(names[c.value], c),
+                    _url(request, when=c.value, **no_range),
+                    c.value == when,
+                )
+                for c in facets.when
+            ],
+        ),
+        (
+            "Source",
+            [
+                FacetLink(
+                    label(kinds[c.value], c),
+                    _url(request, kind=c.value, page=None),
+                    chosen_kinds == {c.value},
+                )
+                for c in facets.kind
+            ],
+        ),
+        (
+            "Venue",
+            [
+                FacetLink(label(c.value, c), _url(request, venue=c.value, page=None), False)
+                for c in facets.venue
+            ],
+        ),
+    ]
+    return [(name, links) for name, links in groups if links]
 
 
 def _url(request: HttpRequest, **changes: str | None) -> str:

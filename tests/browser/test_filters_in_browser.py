@@ -1,6 +1,8 @@
 """The page's filters in real headless Chromium against the live app: "this weekend" and a
-venue chosen in the form narrow the listings shown to those the filters describe."""
+venue chosen in the form narrow the listings shown to those the filters describe; each
+count beside the results is the number of listings its link then shows."""
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
@@ -14,7 +16,7 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, Source
 from ingestion.upsert import apply_draft
 from retrieval.query.dates import shortcut_range
-from tests.browser.pages import shown_listings
+from tests.browser.pages import open_search, shown_listings
 from tests.factories import draft
 from tests.live_app import LiveApp
 
@@ -81,3 +83,38 @@ def test_this_weekend_at_one_venue_shows_just_those_listings(
     assert titles == inside
     for listing in shown_listings(page):
         assert listing.venue == "The Cellar Bar"
+
+
+def _counted(label: str) -> int:
+    """The count a facet's link says: "This weekend (3)" is 3."""
+    match = re.fullmatch(r".* \((\d+)\)", label)
+    assert match, f"{label!r} carries no exact count"
+    return int(match.group(1))
+
+
+def test_each_count_beside_the_results_is_what_its_link_then_shows(
+    page: "Page", app: LiveApp
+) -> None:
+    for _ in range(10):  # counts are given only when done with the results; then kept
+        open_search(page, app.url, q="music")
+        if page.locator("#final nav.facets").count():
+            break
+    facets = page.get_by_role("navigation", name="Narrow the results")
+    links = [
+        (link.inner_text(), link.get_attribute("href") or "")
+        for link in facets.get_by_role("link").all()
+    ]
+    assert {label.split(" (")[0] for label, _ in links} >= {
+        "Today",
+        "This weekend",
+        "Next 7 days",
+        "Later",
+        "Feed",
+        "Calendar",
+        "Editorial",
+    }
+    assert any(_counted(label) > 0 for label, _ in links)
+    for label, href in links:
+        page.goto(f"{app.url}/{href}")
+        page.locator("#final").wait_for()
+        assert len(shown_listings(page)) == _counted(label), (label, href)

@@ -60,6 +60,14 @@ def test_a_shortcut_when_is_from_and_to_of_that_shortcut(shortcut: str) -> None:
     assert dates(shortcut.upper()) == dates(shortcut)
 
 
+def test_later_is_what_is_on_after_the_next_7_days() -> None:
+    later = dates("later")
+    week = dates("next-7-days")
+    assert (later.ends_after, later.starts_before) == (week.starts_before, None)
+    assert (later.not_ended, later.ended, later.undated) == (True, False, False)
+    assert dates("LATER") == later
+
+
 def test_a_date_runs_from_its_start_to_the_next_days_start_in_the_sites_zone() -> None:
     summer = dates(None, "2025-07-01", "2025-07-03")  # BST: London's midnight is 23:00 UTC
     assert summer.ends_after == utc(2025, 6, 30, 23)
@@ -207,7 +215,7 @@ def test_a_shortcut_in_from_or_to_gives_its_start_or_its_end() -> None:
     ("when", "from_", "to", "expected"),
     [
         ("soon", None, None, "when: when must be one of upcoming, past, any, today, "
-         "this-weekend, next-7-days"),
+         "this-weekend, next-7-days, later"),
         ("past", "2025-01-01", None, "when: when cannot be combined with from or to"),
         ("today", None, "today", "when: when cannot be combined with from or to"),
         ("any", None, "2025-01-01", "when: when cannot be combined with from or to"),

@@ -28,8 +28,10 @@ from ingestion.models import IndexGeneration
 from retrieval import search as searching
 from retrieval import service
 from retrieval.bounds import arrival
+from retrieval.pg import facets
+from retrieval.pg.suggestions import VIEW
 from retrieval.protocols import Dependencies
-from retrieval.types import Mode, Reason
+from retrieval.types import FACET_REASONS, Mode, Reason
 from searchsite.handler import SearchASGIHandler
 from tests.asgi_calls import asgi_get
 from tests.conftest import eventually
@@ -96,11 +98,13 @@ async def _answered(client: AsyncClient, mode: Mode, reason: Reason, q: str) -> 
     body = await search_json(client, q=q)
     after = await scrape(client)
 
-    assert (body["mode"], body["reasons"], body["degraded"]) == (mode, [reason], True)
+    # What broke a stage may stop the counts on the filters too: they say so apart.
+    about_results = [r for r in body["reasons"] if r not in FACET_REASONS]
+    assert (body["mode"], about_results, body["degraded"]) == (mode, [reason], True)
     assert body["results"], body
     answered_by = ["vector"] if mode == Mode.VECTOR_FALLBACK else ["lexical"]
     assert {tuple(r["matched"]) for r in body["results"]} == {tuple(answered_by)}
-    _assert_reasons_counted(before, after, [reason])
+    _assert_reasons_counted(before, after, body["reasons"])
     completed = "retrieval_completed_total"
     assert after.total_since(before, completed, mode=mode, degraded="true") == 1
     assert after.total_since(before, completed) == 1
@@ -108,7 +112,7 @@ async def _answered(client: AsyncClient, mode: Mode, reason: Reason, q: str) -> 
     return body
 
 
-def _assert_reasons_counted(before: Scrape, after: Scrape, reasons: list[Reason]) -> None:
+def _assert_reasons_counted(before: Scrape, after: Scrape, reasons: list[str]) -> None:
     """Each of `reasons` counted once, and no other."""
     name = "retrieval_degradation_reasons_total"
     for reason in reasons:
@@ -315,6 +319,43 @@ async def test_queued_past_deadline_a_trusted_proxy_stamped_it_a_second_ago(
     _assert_reasons_counted(before, after, [Reason.QUEUED_PAST_DEADLINE])
     assert after.total_since(before, "retrieval_unavailable_total") == 1
     assert after.total_since(before, "retrieval_stage_seconds_count") == 0  # no stage ran
+
+
+async def _without_facets(client: AsyncClient, reason: Reason) -> None:
+    """A search whose results are whole (hybrid, not degraded) and whose counts on the
+    filters are missing for `reason`, counted so."""
+    before = await scrape(client)
+    body = await search_json(client, q="jazz")
+    after = await scrape(client)
+    assert (body["mode"], body["reasons"], body["degraded"]) == (Mode.HYBRID, [reason], False)
+    assert body["facets"] is None
+    assert body["results"], body
+    _assert_reasons_counted(before, after, [reason])
+    outcome = "timeout" if reason == Reason.FACETS_TIMEOUT else "error"
+    assert after.total_since(before, "retrieval_facets_total", outcome=outcome) == 1
+
+
+async def test_facets_timeout_the_suggestions_view_held(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str, settings: Settings
+) -> None:
+    settings.SEARCH_FACETS_TTL_S = 0  # not the warm-up's counts: counted afresh
+    facets.forget()
+    # Only the counts read the view (its top venues); a refresh holds it.
+    async with held_by(test_database_url, f"REFRESH MATERIALIZED VIEW {VIEW}"):
+        await _without_facets(async_client, Reason.FACETS_TIMEOUT)
+
+
+async def test_facets_error_the_suggestions_view_gone(
+    async_client: AsyncClient, warmed_up: None, test_database_url: str, settings: Settings
+) -> None:
+    settings.SEARCH_FACETS_TTL_S = 0
+    facets.forget()
+    async with committed_meanwhile(
+        test_database_url,
+        f"ALTER MATERIALIZED VIEW {VIEW} RENAME TO {VIEW}_held",
+        f"ALTER MATERIALIZED VIEW {VIEW}_held RENAME TO {VIEW}",
+    ):
+        await _without_facets(async_client, Reason.FACETS_ERROR)
 
 
 def test_every_reason_has_its_test_here() -> None:

@@ -18,6 +18,7 @@ from pytest_django import Settings
 
 from retrieval import service
 from retrieval.cache import close_async_redis
+from retrieval.types import FACET_REASONS
 from searchsite.embedded import valkey
 from tests.search_fixtures import search_json
 
@@ -42,7 +43,8 @@ async def test_a_breaker_opened_in_another_process_is_open_here(
     assert other.stdout.strip() == "open", other.stderr
     body = await search_json(async_client, q="jazz", timeout_ms="3000")
     assert body["mode"] == "lexical_fallback"
-    assert body["reasons"] == ["breaker_open"]
+    # Counts on the filters not done as fast as lexical alone answered say so apart.
+    assert [r for r in body["reasons"] if r not in FACET_REASONS] == ["breaker_open"]
 
 
 @pytest.mark.slow
