@@ -37,11 +37,15 @@ def _retrieve(task: "asyncio.Task[Any]") -> None:
 
 # Work behind responses (cache writes, warming enqueues) still running, kept referenced
 # until it finishes.
-_writes: "set[asyncio.Task[None]]" = set()
+_writes: "set[asyncio.Task[Any]]" = set()
 
 
 def behind_response(coroutine: Any) -> None:
-    task = start(coroutine, "behind-response")
+    finish_behind(start(coroutine, "behind-response"))
+
+
+def finish_behind(task: "asyncio.Task[Any]") -> None:
+    """Let a started task no one waits for any more run to its end, behind the response."""
     _writes.add(task)
     task.add_done_callback(_writes.discard)
 

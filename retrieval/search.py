@@ -100,8 +100,12 @@ async def _facets(query: Query, deadline: SearchDeadline, deps: Dependencies) ->
 def _with_facets(shown: Shown, counting: "asyncio.Task[Facets | None]") -> Shown:
     """The results with the counts if they are done, else without them and why: the
     results never wait for them."""
-    if not counting.done() or counting.cancelled():
-        awaiting.cancel(counting)
+    if not counting.done():
+        # Behind the response, by their own budget: done then, they are kept for the
+        # next search with these filters.
+        awaiting.finish_behind(counting)
+        return _without_facets(shown, Reason.FACETS_TIMEOUT)
+    if counting.cancelled():
         return _without_facets(shown, Reason.FACETS_TIMEOUT)
     error = counting.exception()
     if isinstance(error, StageTimeoutError | PoolTimeout | TimeoutError):

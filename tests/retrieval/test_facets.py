@@ -19,7 +19,8 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Source
 from ingestion.upsert import apply_drafts
-from retrieval.pg import suggestions
+from resilience.awaiting import writes_done
+from retrieval.pg import facets, suggestions
 from retrieval.pg.suggestions import VIEW
 from tests.conftest import first_search_answered
 from tests.factories import draft, source
@@ -131,3 +132,20 @@ async def test_with_the_counts_stalled_the_results_come_on_time_without_them(
     assert {r["title"] for r in body["results"]} >= {"Concert number 0", "Concert number 4"}
     # On time: not held for the counts' budget, nor for the lock.
     assert took_ms < 4_000
+
+
+async def test_counts_not_done_in_time_finish_behind_and_serve_the_next_search(
+    async_client: AsyncClient, listed: None, test_database_url: str, settings: Settings
+) -> None:
+    settings.SEARCH_FACETS_BUDGET_MS = 8_000
+    facets.forget()
+    view_held = f"REFRESH MATERIALIZED VIEW {VIEW}"
+    async with held_by(test_database_url, view_held):
+        first = await search_json(async_client, q="concert", when="any")
+    assert first["facets"] is None
+    await writes_done()  # the counts, let go on behind the response, end once free
+    # The view held again: the next search's counts can only come from those kept.
+    async with held_by(test_database_url, view_held):
+        second = await search_json(async_client, q="jazz", when="any")
+    assert second["facets"] is not None
+    assert "facets_timeout" not in second["reasons"]
