@@ -145,9 +145,12 @@ def mark_complete_generations_ready() -> int:
     committed just after the statement is embedded in the ready generation by the next
     sweep (indexing.py embeds ready generations too), so being ready never goes stale.
     One made to be activated when complete is activated then."""
-    complete = with_progress(
-        IndexGeneration.objects.filter(state=IndexGeneration.State.BUILDING)
-    ).filter(embedded__gte=F("active_listings"))
+    building = IndexGeneration.objects.filter(state=IndexGeneration.State.BUILDING)
+    # Nearly always none: then the embeddings, which the progress counts read, are not
+    # touched at the end of every sweep (nor waited for, should something hold them).
+    if not building.exists():
+        return 0
+    complete = with_progress(building).filter(embedded__gte=F("active_listings"))
     if not complete.exists():
         return 0
     # Every generation row locked in activate's order, so that the two never deadlock and
