@@ -26,7 +26,11 @@ TEXT_PIPELINE_VERSION = 1
 
 
 def hnsw_index_name(generation: IndexGeneration) -> str:
-    return f"listing_embedding_hnsw_g{generation.pk}"  # as hnsw_index_sql names it
+    return _hnsw_index_name(generation.pk)
+
+
+def _hnsw_index_name(generation_id: int) -> str:
+    return f"listing_embedding_hnsw_g{int(generation_id)}"
 
 
 def hnsw_index_sql(generation_id: int, dimensions: int) -> str:
@@ -35,7 +39,7 @@ def hnsw_index_sql(generation_id: int, dimensions: int) -> str:
     # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
     # dimension, and the partial predicate keeps the index to this generation's rows.
     return (
-        f"CREATE INDEX IF NOT EXISTS listing_embedding_hnsw_g{int(generation_id)} "
+        f"CREATE INDEX IF NOT EXISTS {_hnsw_index_name(generation_id)} "
         f"ON ingestion_listing_embedding "
         f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
         f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
@@ -151,8 +155,6 @@ def mark_complete_generations_ready() -> int:
     if not building.exists():
         return 0
     complete = with_progress(building).filter(embedded__gte=F("active_listings"))
-    if not complete.exists():
-        return 0
     # Every generation row locked in activate's order, so that the two never deadlock and
     # of two sweeps finding one complete only the first activates it.
     list(IndexGeneration.objects.select_for_update().order_by("pk"))
