@@ -31,7 +31,7 @@ from retrieval.bounds import arrival
 from retrieval.pg import facets
 from retrieval.pg.suggestions import VIEW
 from retrieval.protocols import Dependencies
-from retrieval.types import FACET_REASONS, Mode, Reason
+from retrieval.types import Mode, Reason
 from searchsite.handler import SearchASGIHandler
 from tests.asgi_calls import asgi_get
 from tests.conftest import eventually
@@ -39,6 +39,7 @@ from tests.scraping import Scrape, scrape
 from tests.search_fixtures import (
     LEXICAL_TABLE,
     VECTOR_TABLE,
+    about_results,
     embeddings_locked,
     held_by,
     search_json,
@@ -99,8 +100,8 @@ async def _answered(client: AsyncClient, mode: Mode, reason: Reason, q: str) -> 
     after = await scrape(client)
 
     # What broke a stage may stop the counts on the filters too: they say so apart.
-    about_results = [r for r in body["reasons"] if r not in FACET_REASONS]
-    assert (body["mode"], about_results, body["degraded"]) == (mode, [reason], True)
+    answer = (body["mode"], about_results(body["reasons"]), body["degraded"])
+    assert answer == (mode, [reason], True)
     assert body["results"], body
     answered_by = ["vector"] if mode == Mode.VECTOR_FALLBACK else ["lexical"]
     assert {tuple(r["matched"]) for r in body["results"]} == {tuple(answered_by)}

@@ -18,9 +18,8 @@ from pytest_django import Settings
 
 from retrieval import service
 from retrieval.cache import close_async_redis
-from retrieval.types import FACET_REASONS
 from searchsite.embedded import valkey
-from tests.search_fixtures import search_json
+from tests.search_fixtures import about_results, search_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +43,7 @@ async def test_a_breaker_opened_in_another_process_is_open_here(
     body = await search_json(async_client, q="jazz", timeout_ms="3000")
     assert body["mode"] == "lexical_fallback"
     # Counts on the filters not done as fast as lexical alone answered say so apart.
-    assert [r for r in body["reasons"] if r not in FACET_REASONS] == ["breaker_open"]
+    assert about_results(body["reasons"]) == ["breaker_open"]
 
 
 @pytest.mark.slow
@@ -85,8 +84,11 @@ async def test_query_text_reaches_neither_metrics_nor_logs(
 )
 @given(q=st.text(max_size=250))
 async def test_any_unicode_query_gets_400_or_an_answer_never_500(
-    async_client: AsyncClient, q: str
+    async_client: AsyncClient, patient_search: None, q: str
 ) -> None:
+    # Patient budgets: on a loaded machine a lexical stage may miss the default 150 ms
+    # even on an empty table (a 503 that says so, 2 runs in 12 with another suite beside
+    # it); what this asks is how any text is taken, not how fast.
     response = await async_client.get("/api/search", {"q": q, "timeout_ms": "3000"})
     assert response.status_code in {200, 400}, (q, response.content)
     if response.status_code == 400:
