@@ -8,19 +8,23 @@ Each factor is varied alone from the current defaults, over the evaluation sets 
 - the fusion constant (reciprocal rank fusion's k) and the lexical stage's weight in it;
 - the candidates each stage contributes per result;
 - the vector stage's `hnsw.ef_search`;
-- the any-term tier's ts_rank weights (labels D, C, B, A) and length normalisation.
+- with `--lexical`, the lexical stage's BM25 (k1 and b over a grid), the fields' weights,
+  and whether full matches come before partial ones (lexical path only).
 
 Run against a database that holds the sets, e.g. the one `make run` uses:
 
     SEARCHSITE_RUN_DIR=.run .venv/bin/python bench/quality.py --collections cranfield,cisi,cacm
+    SEARCHSITE_RUN_DIR=.run .venv/bin/python bench/quality.py --lexical --collections ...
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "searchsite.settings")
@@ -50,12 +54,13 @@ def patched(owner: object, name: str, value: object) -> Iterator[None]:
 
 
 @contextmanager
-def any_term_ranking(weights: str, normalisation: int) -> Iterator[None]:
-    """The lexical statements rebuilt with other ts_rank settings; the prepared ones (made
+def lexical_ranking(**changes: Any) -> Iterator[None]:
+    """The lexical statements rebuilt with other BM25 settings; the prepared ones (made
     from the defaults) set aside so the new text is what runs."""
+    ranking = dataclasses.replace(pg_lexical.RANKING, **changes)
 
     def statements(of: Shape = DEFAULT_SHAPE) -> dict[str, str]:
-        return pg_lexical.statements(weights, normalisation, of)
+        return pg_lexical.statements(ranking, of)
 
     unprepared = dict.fromkeys(pg_lexical._PREPARED, ("unprepared", ""))
     with (
@@ -74,29 +79,37 @@ def together(*settings: AbstractContextManager[None]) -> Iterator[None]:
 
 
 def combinations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[None]]]:
-    """The single factors that helped, applied together (each label lists what changes
+    """The fusion factors that helped, applied together (each label lists what changes
     from the defaults)."""
-    paths = (LEXICAL, VECTOR, HYBRID)
-    for normalisation in (0, 1):
-        for ef in (40, 80):
-            for per_result in (3, 5):
-                for lexical, vector in ((1, 1), (2, 3)):
-                    label = (
-                        f"norm={normalisation} ef={ef} per_result={per_result}"
-                        f" weights={lexical}:{vector}"
-                    )
-                    yield (
-                        label,
-                        paths,
-                        together(
-                            any_term_ranking(pg_lexical.ANY_TERM_WEIGHTS, normalisation),
-                            patched(settings, "SEARCH_HNSW_EF_SEARCH", ef),
-                            patched(hybrid, "CANDIDATES_PER_RESULT", per_result),
-                            patched(
-                                hybrid, "FUSION_WEIGHTS", {"lexical": lexical, "vector": vector}
-                            ),
-                        ),
-                    )
+    for k in (10, 20, 60):
+        for per_result in (3, 5, 10):
+            for lexical, vector in ((1, 1), (2, 3), (3, 2)):
+                label = f"fusion k={k} per_result={per_result} weights={lexical}:{vector}"
+                yield (
+                    label,
+                    (HYBRID,),
+                    together(
+                        patched(hybrid, "FUSION_K", k),
+                        patched(hybrid, "CANDIDATES_PER_RESULT", per_result),
+                        patched(hybrid, "FUSION_WEIGHTS", {"lexical": lexical, "vector": vector}),
+                    ),
+                )
+
+
+def lexical_variations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[None]]]:
+    """BM25's k1 and b over a grid, then the fields' weights and the tiers at the
+    defaults' k1 and b."""
+    for k1 in (0.6, 0.9, 1.2, 1.5, 2.0):
+        for b in (0.2, 0.3, 0.4, 0.5, 0.6, 0.75):
+            yield f"bm25 k1={k1} b={b}", (LEXICAL,), lexical_ranking(k1=k1, b=b)
+    # ts_rank_cd takes weights up to 1: a heavier title is lighter other fields.
+    for title, venue, description in ((1.0, 1.0, 1.0), (1.0, 0.6, 0.6), (1.0, 0.2, 0.2)):
+        yield (
+            f"fields title={title} venue={venue} description={description}",
+            (LEXICAL,),
+            lexical_ranking(title=title, venue=venue, description=description),
+        )
+    yield "full matches first", (LEXICAL,), lexical_ranking(every_term_first=True)
 
 
 def variations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[None]]]:
@@ -120,19 +133,6 @@ def variations() -> Iterator[tuple[str, tuple[str, ...], AbstractContextManager[
             (VECTOR, HYBRID),
             patched(settings, "SEARCH_HNSW_EF_SEARCH", ef),
         )
-    for weights, normalisation in (
-        ("{0.1,0.2,0.4,1.0}", 0),
-        ("{0.1,0.2,0.4,1.0}", 1),
-        ("{0.1,0.4,0.4,1.0}", 0),
-        ("{0.1,0.4,0.4,1.0}", 1),
-        ("{0.1,0.6,0.6,1.0}", 1),
-        ("{0.1,1.0,1.0,1.0}", 1),
-    ):
-        yield (
-            f"any-term weights={weights} normalisation={normalisation}",
-            (LEXICAL, HYBRID),
-            any_term_ranking(weights, normalisation),
-        )
 
 
 def main() -> None:
@@ -142,9 +142,11 @@ def main() -> None:
     parser.add_argument(
         "--combined", action="store_true", help="the helpful factors together, not one by one"
     )
+    parser.add_argument("--lexical", action="store_true", help="the lexical stage's ranking")
     args = parser.parse_args()
     sets = [EvaluationSet.objects.get(name=name) for name in args.collections.split(",")]
-    for label, paths, setting in combinations() if args.combined else variations():
+    chosen = combinations if args.combined else variations
+    for label, paths, setting in (lexical_variations if args.lexical else chosen)():
         if args.only and args.only not in label:
             continue
         with setting:

@@ -51,7 +51,7 @@ from retrieval.types import (
 # fusion's constant (reciprocal rank fusion's k): both chosen on judged queries,
 # docs/quality.md.
 CANDIDATES_PER_RESULT = 5
-FUSION_K = 20
+FUSION_K = 10
 # Each stage's weight in fusion (1 for a stage not named: the cache's ranking).
 FUSION_WEIGHTS = {"lexical": 1, "vector": 1}
 

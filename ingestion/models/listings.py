@@ -153,6 +153,20 @@ class Listing(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # The search vector's length in tokens per label (title, venue and aliases,
+    # description): BM25's document length (migrations/0020, retrieval/pg/lexical.py).
+    search_lengths = models.GeneratedField(
+        expression=models.Func(
+            "title",
+            "venue",
+            "aliases",
+            "description",
+            function="listing_search_lengths",
+            output_field=ArrayField(models.IntegerField(), size=3),
+        ),
+        output_field=ArrayField(models.IntegerField(), size=3),
+        db_persist=True,
+    )
     # What public searches filter on (migrations/0006): until when the listing counts as
     # not ended (null when undated), its venue's and aliases' words unaccented, and
     # the kinds of the sources behind it (kept by a trigger on the records).

@@ -1,35 +1,36 @@
-"""Lexical retrieval in Postgres: weighted full-text search with a bounded candidate pool,
-any-term matches ranked by their terms' rarity, and spelling correction against the
-vocabulary of titles, venues and aliases.
+"""Lexical retrieval in Postgres: BM25 over a bounded candidate pool from the GIN
+indexes, and spelling correction against the vocabulary of titles, venues and aliases.
 
-Two tiers, best-matching first:
+Candidates, read only through the full-text indexes:
 
-1. Listings matching every term (websearch_to_tsquery), as before: those whose *title*
-   matches first (the likeliest answers), then matches anywhere, up to POOL in all, ranked
-   with ts_rank (1.3 µs per row against ts_rank_cd's 3.2). The pool is one lazy
-   `UNION ALL ... LIMIT`: when titles alone fill it, the whole-text index is never scanned,
-   and each row is ranked where it is read, with no join back (together: p50 4.4 -> 2.6 ms,
-   p99 17 -> 8.4 ms of server time at 100,000 listings).
-2. Only when the first tier has fewer than a page (k) of listings, and the query has no phrase
-   or negation of its own (retrieval.query.parse.requires_every_term): listings matching *some*
-   terms. Requiring every term found nothing for natural-language questions (recall@10
-   0.018 on the Cranfield dev queries, against 0.385 for BM25). Candidates are read per
-   term, rarest first and at most PER_TERM each, and scored BM25-style: the sum over the
-   query's terms of idf(term) x ts_rank(term) (ts_rank of one term is a saturating
-   function of its occurrences, like BM25's tf part; no length normalisation), with idf from
-   `retrieval_term_statistics` (document frequencies per audience, refreshed in the
-   background). A term too new to have statistics counts as rare. Measured choices:
-   docs/quality.md.
+1. Listings matching the query as typed (websearch_to_tsquery: every term, phrases and
+   negations as written): those whose *title* matches first (the likeliest answers), then
+   matches anywhere, up to POOL in all, as one lazy `UNION ALL ... LIMIT`: when titles
+   alone fill it, the whole-text index is never scanned.
+2. Only when those are fewer than a page (k), and the query has no phrase or negation of
+   its own (retrieval.query.parse.requires_every_term): listings matching *some* terms,
+   read per term, rarest first and at most PER_TERM each. Requiring every term found
+   nothing for natural-language questions (recall@10 0.018 on the Cranfield dev queries).
 
-Short listing queries whose terms all match a page of listings never reach the second
-tier: their ranking, and their cost, are what they were. A server-side statement_timeout
-is the backstop if a plan ever goes wrong.
+Every candidate is scored by BM25 (Robertson and Zaragoza, "The Probabilistic Relevance
+Framework", 2009), one ranking for both kinds: the sum over the query's rarest MAX_TERMS
+terms of idf(term) x tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl)). Fields weigh as in
+BM25F's simple form: a term's frequency tf counts each occurrence by its label's weight
+(title, venue and aliases, description: FIELD_WEIGHTS), which is what ts_rank_cd of a
+one-lexeme query with normalisation 0 computes from the vector's positions; the document
+length dl counts the listing's stored lengths per label (ingestion_listing.search_lengths)
+by the same weights, avgdl their average over the audience. idf and avgdl come from
+per-audience statistics refreshed in the background (retrieval/pg/vocabulary.py); a term
+too new to have statistics counts as the rarest. Measured choices: docs/quality.md.
+
+A server-side statement_timeout is the backstop if a plan ever goes wrong.
 
 Invariant: only active listings of the index's audience (ingestion.models.Audience): a
 judged collection's documents are never a public search's candidates, nor its spelling
-corrections (the vocabulary is of public listings only), nor in its term statistics.
+corrections (the vocabulary is of public listings only), nor in its statistics.
 """
 
+from dataclasses import dataclass
 from functools import cache
 
 from ingestion.models import Audience
@@ -44,92 +45,120 @@ from retrieval.query.filters import (
     parameters,
     shape,
 )
-from retrieval.query.parse import requires_every_term
+from retrieval.query.parse import excluded, relaxable, requires_every_term
 from retrieval.types import Candidate, LexicalResult, Query
 
 POOL = 1000
-# The any-term tier: the rarest MAX_TERMS terms of a query (16 against 8 was recall@10
-# 0.411 against 0.404 on Cranfield dev), each contributing at most PER_TERM candidates.
-MAX_TERMS = 16
+# A query's terms scored, at most (a 250-character question has about 40); 16 against
+# 64 was nDCG@10 0.368 against 0.415 on CISI dev, 0.507 against 0.535 on CACM's.
+MAX_TERMS = 64
+# Partial matches: read for the rarest GENERATORS terms, each contributing at most
+# PER_TERM candidates (16 against 32 was nDCG@10 0.407 against 0.413 on CISI dev, 0.515
+# against 0.535 on CACM's; 64 as 32 but for CISI's 0.415).
+GENERATORS = 32
 PER_TERM = 250
 # Only terms in at most this share of the listings, or in no more than PER_TERM (a short
 # index lookup), and always the rarest, are read for candidates: a term in most listings
 # ("london" in London's) cost 3.8 ms to look up in the index, and cannot lift a listing
 # that lacks every rarer term into the top k anyway; it still counts in the scores. On
-# Cranfield dev, 0.2 keeps recall@10 at 0.409 (0.1: 0.398, 0.05: 0.377); at 100,000
-# listings the queries that reach this tier take p50 4.0 ms and p99 10.9 ms with it,
-# against p99 19.9 ms reading every term.
+# Cranfield dev, 0.2 kept recall@10 at 0.409 (0.1: 0.398, 0.05: 0.377).
 GENERATOR_SHARE = 0.2
-# ts_rank's weights for labels D, C, B, A (description is C, venue and aliases B, title A)
-# and no length normalisation, chosen on the Cranfield, CISI and CACM dev queries
-# (docs/quality.md): dividing by 1 + log(length) gained Cranfield 0.013 of recall@10 and
-# cost CACM 0.133 (its title-only records rose above the abstracts that answer).
-ANY_TERM_WEIGHTS = "{0.1,0.4,0.4,1.0}"
-ANY_TERM_NORMALISATION = 0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """BM25's parameters and the fields' weights; other values only for bench/quality.py
+    to compare."""
+
+    # Chosen on the dev queries (docs/quality.md): of k1 0.6-2.0 and b 0.2-0.75, the best
+    # mean nDCG@10 at or above plain BM25 on each collection.
+    k1: float = 0.9
+    b: float = 0.3
+    # Title, venue and aliases, description.
+    title: float = 1.0
+    venue: float = 0.4
+    description: float = 0.4
+    # Whether listings matching the query as typed all come before partial matches.
+    every_term_first: bool = False
+
+
+RANKING = Ranking()
 
 _SEARCH = """
-WITH q AS (SELECT {tsquery} AS tsq),
-pool AS (
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq) AS score, {next_start} AS starts_at
+WITH q AS (SELECT {tsquery} AS tsq,
+                  websearch_to_tsquery('english', %(excluded)s) AS excluded),
+corpus AS MATERIALIZED (
+    SELECT coalesce(max(c.documents), 0) AS documents,
+           -- BM25's avgdl; above 0 even for an audience whose listings have no words.
+           greatest(coalesce(max({title} * c.average_lengths[1] + {venue} * c.average_lengths[2]
+                                 + {description} * c.average_lengths[3]), 1), 0.001) AS avgdl
+    FROM retrieval_corpus_statistics c WHERE c.audience = %(audience)s
+),
+terms AS MATERIALIZED (
+    SELECT t.lexeme::tsquery AS tsq,
+           ln(1 + (greatest(corpus.documents, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf,
+           t.repeats,
+           f.df <= greatest({generator_share} * corpus.documents, {per_term}) AS generates
+    FROM (SELECT u.lexeme AS word, quote_literal(u.lexeme) AS lexeme,
+                 coalesce(cardinality(u.positions), 1) AS repeats
+          FROM unnest(to_tsvector('english', %(text)s)) AS u) AS t
+    CROSS JOIN corpus
+    LEFT JOIN retrieval_term_statistics s ON s.audience = %(audience)s AND s.lexeme = t.word
+    CROSS JOIN LATERAL (SELECT coalesce(s.documents_with_term, 0) AS df) AS f
+    ORDER BY idf DESC, t.word
+    LIMIT {max_terms}
+),
+matching AS MATERIALIZED (
+    (SELECT l.id, l.search_vector, l.search_lengths, {next_start} AS starts_at
      FROM ingestion_listing l, q
      WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     UNION ALL
-    (SELECT l.id, ts_rank(l.search_vector, q.tsq), {next_start} FROM ingestion_listing l, q
+    (SELECT l.id, l.search_vector, l.search_lengths, {next_start} FROM ingestion_listing l, q
      WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
        AND l.status = 'active' AND l.audience = %(audience)s{filters}
      LIMIT %(pool)s)
     LIMIT %(pool)s
 ),
-every_term AS MATERIALIZED (
-    SELECT id, score, starts_at FROM pool
-    ORDER BY score DESC, starts_at NULLS LAST, id
-    LIMIT %(limit)s
-),
-terms AS MATERIALIZED (
-    SELECT t.lexeme::tsquery AS tsq,
-           ln(1 + (coalesce(s.documents, 1) - coalesce(s.documents_with_term, 1) + 0.5)
-                  / (coalesce(s.documents_with_term, 1) + 0.5)) AS idf,
-           coalesce(s.documents_with_term
-                        <= greatest({generator_share} * s.documents, {per_term}), true)
-               AS generates
-    FROM (SELECT DISTINCT word, quote_literal(word) AS lexeme
-          FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS word) AS t
-    LEFT JOIN retrieval_term_statistics s ON s.audience = %(audience)s AND s.lexeme = t.word
-    ORDER BY idf DESC, t.word
-    LIMIT {max_terms}
-),
-candidates AS (
-    -- Each candidate's vector comes with it: reading it again by id was 731 index scans.
-    SELECT DISTINCT ON (found.id) found.id, found.search_vector, found.starts_at
-    FROM (SELECT tsq FROM terms WHERE generates
-          UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
+partial AS (
+    SELECT found.* FROM (SELECT tsq FROM (SELECT * FROM terms ORDER BY idf DESC LIMIT {generators})
+                               AS rarest WHERE generates
+                         UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
+    CROSS JOIN q
     CROSS JOIN LATERAL (
-        SELECT l.id, l.search_vector, {next_start} AS starts_at FROM ingestion_listing l
-        WHERE l.search_vector @@ t.tsq
+        SELECT l.id, l.search_vector, l.search_lengths, {next_start} AS starts_at
+        FROM ingestion_listing l
+        WHERE l.search_vector @@ t.tsq AND coalesce(NOT l.search_vector @@ q.excluded, true)
           AND l.status = 'active' AND l.audience = %(audience)s{filters}
         LIMIT {per_term}) AS found
-    -- One-time filter: with a full first tier, no term's index is read at all.
-    WHERE (SELECT count(*) FROM every_term) < %(relax_below)s
-    ORDER BY found.id
+    -- One-time filter: with a page of full matches, no term's index is read at all.
+    WHERE (SELECT count(*) FROM matching) < %(relax_below)s
 ),
-some_terms AS (
-    SELECT c.id, (SELECT sum(t.idf * ts_rank('{weights}', c.search_vector, t.tsq,
-                                             {normalisation}))
-                  FROM terms t) AS score, c.starts_at
-    FROM candidates c
-    WHERE NOT EXISTS (SELECT 1 FROM every_term e WHERE e.id = c.id)
-    ORDER BY score DESC, c.starts_at NULLS LAST, c.id
-    LIMIT %(limit)s
+candidates AS (
+    SELECT DISTINCT ON (c.id) c.*
+    FROM (SELECT m.*, true AS every_term FROM matching m
+          UNION ALL SELECT p.*, false FROM partial p) AS c
+    ORDER BY c.id, c.every_term DESC
+),
+scored AS (
+    -- A term repeated in the query counts as often as it is repeated (as in Lucene):
+    -- long questions repeat what they are about (CISI nDCG@10 0.313 -> 0.365).
+    SELECT c.id, c.starts_at, c.every_term,
+           coalesce((SELECT sum(t.repeats * t.idf * f.tf * ({k1} + 1)
+                                / (f.tf + {k1} * (1 - {b} + {b} * c.length / corpus.avgdl)))
+                     FROM terms t,
+                          LATERAL (SELECT ts_rank_cd('{weights}', c.search_vector, t.tsq, 0)
+                                       AS tf) AS f), 0) AS score
+    FROM (SELECT candidates.*,
+                 {title} * search_lengths[1] + {venue} * search_lengths[2]
+                 + {description} * search_lengths[3] AS length
+          FROM candidates) AS c, corpus
 )
--- Among equal scores the sooner event first (a series by its next date, undated last),
--- then the smaller id.
-SELECT id, score FROM (
-    SELECT id, score, starts_at, 1 AS tier FROM every_term
-    UNION ALL
-    SELECT id, score, starts_at, 2 FROM some_terms
-) AS ranked
-ORDER BY tier, score DESC, starts_at NULLS LAST, id
+-- Full matches of a phrase or a negation first (what the query's syntax asks for); among
+-- equal scores the sooner event first (a series by its next date, undated last), then the
+-- smaller id.
+SELECT id, score FROM scored
+ORDER BY {tiers}score DESC, starts_at NULLS LAST, id
 LIMIT %(limit)s
 """
 
@@ -143,28 +172,40 @@ def _prepare(number: int, statement: str) -> tuple[str, str]:
     that stands in for it."""
     name = f"searchsite_lexical_{number}"
     body = statement
-    placeholders = ("%(text)s", "%(pool)s", "%(limit)s", "%(audience)s", "%(relax_below)s")
+    placeholders = (
+        "%(text)s",
+        "%(pool)s",
+        "%(limit)s",
+        "%(audience)s",
+        "%(relax_below)s",
+        "%(excluded)s",
+        "%(exact_first)s",
+    )
     for position, placeholder in enumerate(placeholders, start=1):
         body = body.replace(placeholder, f"${position}")
-    prepare_on_connect(name, "(text, int, int, text, int)", body)
+    prepare_on_connect(name, "(text, int, int, text, int, text, boolean)", body)
     return name, f"EXECUTE {name}({', '.join(placeholders)})"
 
 
-def statements(
-    weights: str = ANY_TERM_WEIGHTS,
-    normalisation: int = ANY_TERM_NORMALISATION,
-    of: Shape = DEFAULT_SHAPE,
-) -> dict[str, str]:
-    """The search statement for each tsquery form and the filter shape `of`, with the
-    any-term tier's ts_rank settings (other values only for bench/quality.py to compare)."""
+def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[str, str]:
+    """The search statement for each tsquery form and the filter shape `of`."""
     return {
         tsquery: _SEARCH.format(
             tsquery=tsquery,
             max_terms=MAX_TERMS,
+            generators=GENERATORS,
             per_term=PER_TERM,
             generator_share=GENERATOR_SHARE,
-            weights=weights,
-            normalisation=normalisation,
+            k1=ranking.k1,
+            b=ranking.b,
+            title=ranking.title,
+            venue=ranking.venue,
+            description=ranking.description,
+            # ts_rank_cd's weights are for labels D, C, B, A; D is unused.
+            weights=f"{{0,{ranking.description},{ranking.venue},{ranking.title}}}",
+            tiers="every_term DESC, "
+            if ranking.every_term_first
+            else "(every_term AND %(exact_first)s) DESC, ",
             filters=conditions(of),
             next_start=next_start(of),
         )
@@ -200,10 +241,20 @@ class PgLexicalIndex:
     async def search(self, query: Query, limit: int, deadline: Deadline) -> LexicalResult:
         # Up to three statements share the one deadline: a correction runs on what the
         # first search left, never on a budget of its own.
-        # Partial matches are read only while every-term ones fill less than a page
-        # (k), and never for a phrase or a negation (what the query's syntax asks for).
-        relax_below = 0 if requires_every_term(query.text) else min(query.k, limit)
-        found = await self._search(_WEBSEARCH, query, query.text, limit, deadline, relax_below)
+        # Partial matches are read only while full ones fill less than a page (k).
+        relax_below = min(query.k, limit) if relaxable(query.text) else 0
+        found = await self._search(
+            _WEBSEARCH,
+            query,
+            {
+                "text": query.text,
+                "relax_below": relax_below,
+                "excluded": excluded(query.text),
+                "exact_first": requires_every_term(query.text),
+            },
+            limit,
+            deadline,
+        )
         # "Did you mean": only a query that finds nothing pays for spelling correction;
         # near misses among partial matches are the vector stage's to find.
         if found or not query.normalised:
@@ -215,7 +266,10 @@ class PgLexicalIndex:
         # Any corrected word is enough already: nothing to relax. Each is quoted as one
         # tsquery lexeme, so nothing in it can act as an operator.
         quoted = ["'" + word.replace("'", "''") + "'" for word in corrections.values()]
-        found = await self._search(_ANY_OF, query, " | ".join(quoted), limit, deadline, 0)
+        any_of = {"text": " | ".join(quoted), "relax_below": 0, "excluded": None}
+        found = await self._search(
+            _ANY_OF, query, {**any_of, "exact_first": False}, limit, deadline
+        )
         # The query as typed, each misspelt word replaced: what the user is offered.
         suggestion = " ".join(corrections.get(term, term) for term in terms)
         return LexicalResult(found, suggestion if found else None)
@@ -224,21 +278,20 @@ class PgLexicalIndex:
         self,
         tsquery: str,
         query: Query,
-        text: str,
+        asked: dict[str, object],
         limit: int,
         deadline: Deadline,
-        relax_below: int,
     ) -> list[Candidate]:
+        """`asked`: the text and how to read it (relax_below, excluded, exact_first)."""
         of = shape(query.filters)
         rows = await fetch_with_local_settings(
             LEXICAL_TAG,
             _statements(of=of)[tsquery],
             {
-                "text": text,
+                **asked,
                 "pool": POOL,
                 "limit": limit,
                 "audience": self.audience,
-                "relax_below": relax_below,
                 **parameters(query.filters),
             },
             deadline,

@@ -7,7 +7,7 @@ full-text search at once."""
 
 from django.db import connection
 
-VIEWS = ("retrieval_vocabulary", "retrieval_term_statistics")
+VIEWS = ("retrieval_vocabulary", "retrieval_term_statistics", "retrieval_corpus_statistics")
 
 
 def refresh() -> None:

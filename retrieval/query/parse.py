@@ -28,6 +28,7 @@ _K = re.compile(r"[0-9]{1,9}")  # ASCII digits only; bounded so int() never sees
 # websearch_to_tsquery syntax: "a phrase", -negation (of a word or a phrase), `x or y`.
 _QUOTED_PHRASE = re.compile(r'"[^"]*[^\W_][^"]*"')
 _NEGATION = re.compile(r'(?:^|\s)-(?:"|[^\W_])')
+_NEGATED = re.compile(r'(?:^|\s)-("[^"]*"|[^\s"]+)')
 _OPERATOR = re.compile(_NEGATION.pattern + r"|\S\s+or\s+\S", re.IGNORECASE)
 
 
@@ -82,6 +83,22 @@ def requires_every_term(text: str) -> bool:
     """Whether the query's own syntax asks for exact matching: a quoted phrase or a
     negated term. An `or` does not: it asks for any term already."""
     return bool(_QUOTED_PHRASE.search(text) or _NEGATION.search(text))
+
+
+def relaxable(text: str) -> bool:
+    """Whether listings matching only some of the query's terms may answer it: yes, but
+    for a short query whose syntax asks for exact matching. A question of more than three
+    terms is read as words even with a quoted phrase or a "-" in it (judged questions
+    quote titles and write "-dash": exact matching found nothing for them); its negated
+    words still exclude (`excluded`)."""
+    return not requires_every_term(text) or len(normalise(text).split()) > 3
+
+
+def excluded(text: str) -> str | None:
+    """The words and phrases `text` negates, as one web-search query that any of them
+    matches; None when it negates nothing."""
+    negated = [match.group(1) for match in _NEGATED.finditer(text)]
+    return " or ".join(negated) if negated else None
 
 
 def parse_typed(raw: str | None, max_chars: int) -> str:

@@ -43,7 +43,7 @@ LOCK_PROBE_TAG = "searchsite:warming-probe"
 # search up to its budget: that is why warming has a worker of its own.
 _LOCK_PROBE = (
     "SELECT 1 FROM ingestion_listing, ingestion_listing_embedding,"
-    " retrieval_term_statistics, retrieval_vocabulary WHERE false"
+    " retrieval_term_statistics, retrieval_corpus_statistics, retrieval_vocabulary WHERE false"
 )
 
 

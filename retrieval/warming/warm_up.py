@@ -60,6 +60,7 @@ _TABLES = (
     "ingestion_listing",
     "ingestion_listing_embedding",
     "retrieval_term_statistics",
+    "retrieval_corpus_statistics",
     "retrieval_vocabulary",
 )
 # The tables and their indexes, bar every generation's HNSW index (only the active one is

@@ -177,7 +177,7 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
         assert prepared  # the second query is answered through spelling correction
 
 
-# The any-term tier: a natural-language question matches no listing on every term.
+# Partial matches: a natural-language question matches no listing on every term.
 
 
 async def make(*titles_and_descriptions: tuple[str, str], audience: str = "public") -> list[int]:
@@ -213,7 +213,7 @@ async def test_a_question_no_listing_answers_in_full_finds_the_listings_matching
     assert set(ids) == {*concerts, organ, both}
 
 
-async def test_listings_matching_every_term_rank_before_any_partial_match(
+async def test_a_listing_matching_every_term_outranks_partial_matches_of_common_terms(
     postgres: PostgresLexicalSubject,
 ) -> None:
     partial = await make(*[("Jazz organ trio", "Rare jazz organ grooves.")] * 3)
@@ -230,6 +230,19 @@ async def test_a_phrase_or_a_negation_is_never_relaxed_to_any_term(
     await make(("Organ and choir", "Choral evensong with organ."), ("Music night", "Music."))
     found = await lexical_search(postgres.index, question(text), 10, BUDGET_MS)
     assert found == []
+
+
+async def test_a_question_with_a_negation_is_relaxed_but_never_to_the_negated_word(
+    postgres: PostgresLexicalSubject,
+) -> None:
+    organ, _ = await make(
+        ("Organ recital", "Bach on the organ."), ("Organ and choir", "Evensong with choir.")
+    )
+    found = await lexical_search(
+        postgres.index, question("where can i hear organ music -choir"), 10, BUDGET_MS
+    )
+    # No listing has every word ("hear"): partial matches answer, bar any with "choir".
+    assert [c.listing_id for c in found] == [organ]
 
 
 async def test_each_audience_weighs_terms_by_its_own_listings(
