@@ -49,7 +49,7 @@ def main() -> None:
         def ranked(cursor: CursorWrapper, text: str, relax: bool) -> tuple[list[int], float]:
             params: dict[str, str | int | bool | None] = {
                 "text": text,
-                "pool": 1000,
+                "pool": pg_lexical.POOL,
                 "limit": limit,
                 "audience": "public",
                 "relax_below": K if relax else 0,

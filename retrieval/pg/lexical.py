@@ -16,7 +16,7 @@ Every candidate is scored by BM25 (Robertson and Zaragoza, "The Probabilistic Re
 Framework", 2009), one ranking for both kinds: the sum over the query's rarest MAX_TERMS
 terms of idf(term) x tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl)). Fields weigh as in
 BM25F's simple form: a term's frequency tf counts each occurrence by its label's weight
-(title, venue and aliases, description: FIELD_WEIGHTS), which is what ts_rank_cd of a
+(title, venue and aliases, description: `Ranking`), which is what ts_rank_cd of a
 one-lexeme query with normalisation 0 computes from the vector's positions; the document
 length dl counts the listing's stored lengths per label (ingestion_listing.search_lengths)
 by the same weights, avgdl their average over the audience. idf and avgdl come from
@@ -48,7 +48,11 @@ from retrieval.query.filters import (
 from retrieval.query.parse import excluded, relaxable, requires_every_term
 from retrieval.types import Candidate, LexicalResult, Query
 
-POOL = 1000
+# Full matches scored, at most. 1,000 before BM25; scoring each costs about 1 µs more
+# than ts_rank did (ts_rank_cd per term, the length factor), and at 1,000 the stage's p50
+# at 100,000 listings went 1.43 -> 2.26 ms, at 500 1.63 ms, p99 7.8 -> 7.9 ms. No judged
+# collection fills either (their nDCG@10 is the same).
+POOL = 500
 # A query's terms scored, at most (a 250-character question has about 40); 16 against
 # 64 was nDCG@10 0.368 against 0.415 on CISI dev, 0.507 against 0.535 on CACM's.
 MAX_TERMS = 64
@@ -95,9 +99,10 @@ corpus AS MATERIALIZED (
     FROM retrieval_corpus_statistics c WHERE c.audience = %(audience)s
 ),
 terms AS MATERIALIZED (
-    SELECT t.lexeme::tsquery AS tsq,
-           ln(1 + (greatest(corpus.documents, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf,
-           t.repeats,
+    -- A term repeated in the query counts as often as it is repeated (as in Lucene):
+    -- long questions repeat what they are about (CISI nDCG@10 0.313 -> 0.365).
+    SELECT t.word, t.lexeme::tsquery AS tsq, i.idf,
+           t.repeats * i.idf * ({k1}::float8 + 1) AS weight,
            f.df <= greatest({generator_share} * corpus.documents, {per_term}) AS generates
     FROM (SELECT u.lexeme AS word, quote_literal(u.lexeme) AS lexeme,
                  coalesce(cardinality(u.positions), 1) AS repeats
@@ -105,62 +110,79 @@ terms AS MATERIALIZED (
     CROSS JOIN corpus
     LEFT JOIN retrieval_term_statistics s ON s.audience = %(audience)s AND s.lexeme = t.word
     CROSS JOIN LATERAL (SELECT coalesce(s.documents_with_term, 0) AS df) AS f
-    ORDER BY idf DESC, t.word
+    CROSS JOIN LATERAL (
+        SELECT ln(1 + (greatest(corpus.documents, f.df) - f.df + 0.5) / (f.df + 0.5))::float8
+                   AS idf
+    ) AS i
+    ORDER BY i.idf DESC, t.word
     LIMIT {max_terms}
 ),
 matching AS MATERIALIZED (
-    (SELECT l.id, l.search_vector, l.search_lengths, {next_start} AS starts_at
-     FROM ingestion_listing l, q
-     WHERE l.title_vector @@ q.tsq AND l.status = 'active' AND l.audience = %(audience)s{filters}
-     LIMIT %(pool)s)
+    -- Each listing's BM25 length factor is worked out once (a subquery), then scored.
+    (SELECT l.id, {score_l} AS score, l.starts_at
+     FROM (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+           FROM ingestion_listing l, q
+           WHERE l.title_vector @@ q.tsq AND l.status = 'active'
+             AND l.audience = %(audience)s{filters}
+           LIMIT %(pool)s) AS l)
     UNION ALL
-    (SELECT l.id, l.search_vector, l.search_lengths, {next_start} FROM ingestion_listing l, q
-     WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
-       AND l.status = 'active' AND l.audience = %(audience)s{filters}
-     LIMIT %(pool)s)
+    (SELECT l.id, {score_l}, l.starts_at
+     FROM (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+           FROM ingestion_listing l, q
+           WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
+             AND l.status = 'active' AND l.audience = %(audience)s{filters}
+           LIMIT %(pool)s) AS l)
     LIMIT %(pool)s
 ),
-partial AS (
-    SELECT found.* FROM (SELECT tsq FROM (SELECT * FROM terms ORDER BY idf DESC LIMIT {generators})
-                               AS rarest WHERE generates
-                         UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
+found AS (
+    -- Each candidate's vector comes with it: reading it again by id was 731 index scans.
+    SELECT DISTINCT ON (found.id) found.*
+    FROM (SELECT tsq FROM (SELECT * FROM terms ORDER BY idf DESC LIMIT {generators}) AS rarest
+          WHERE generates
+          UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
     CROSS JOIN q
     CROSS JOIN LATERAL (
-        SELECT l.id, l.search_vector, l.search_lengths, {next_start} AS starts_at
+        SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
         FROM ingestion_listing l
         WHERE l.search_vector @@ t.tsq AND coalesce(NOT l.search_vector @@ q.excluded, true)
           AND l.status = 'active' AND l.audience = %(audience)s{filters}
         LIMIT {per_term}) AS found
     -- One-time filter: with a page of full matches, no term's index is read at all.
     WHERE (SELECT count(*) FROM matching) < %(relax_below)s
+      AND NOT EXISTS (SELECT 1 FROM matching m WHERE m.id = found.id)
+    ORDER BY found.id
 ),
-candidates AS (
-    SELECT DISTINCT ON (c.id) c.*
-    FROM (SELECT m.*, true AS every_term FROM matching m
-          UNION ALL SELECT p.*, false FROM partial p) AS c
-    ORDER BY c.id, c.every_term DESC
-),
-scored AS (
-    -- A term repeated in the query counts as often as it is repeated (as in Lucene):
-    -- long questions repeat what they are about (CISI nDCG@10 0.313 -> 0.365).
-    SELECT c.id, c.starts_at, c.every_term,
-           coalesce((SELECT sum(t.repeats * t.idf * f.tf * ({k1} + 1)
-                                / (f.tf + {k1} * (1 - {b} + {b} * c.length / corpus.avgdl)))
-                     FROM terms t,
-                          LATERAL (SELECT ts_rank_cd('{weights}', c.search_vector, t.tsq, 0)
-                                       AS tf) AS f), 0) AS score
-    FROM (SELECT candidates.*,
-                 {title} * search_lengths[1] + {venue} * search_lengths[2]
-                 + {description} * search_lengths[3] AS length
-          FROM candidates) AS c, corpus
-)
+partial AS (SELECT l.id, {score_l} AS score, l.starts_at FROM found l)
 -- Full matches of a phrase or a negation first (what the query's syntax asks for); among
 -- equal scores the sooner event first (a series by its next date, undated last), then the
 -- smaller id.
-SELECT id, score FROM scored
+SELECT id, score FROM (
+    SELECT id, score, starts_at, true AS every_term FROM matching
+    UNION ALL
+    SELECT id, score, starts_at, false FROM partial
+) AS ranked
 ORDER BY {tiers}score DESC, starts_at NULLS LAST, id
 LIMIT %(limit)s
 """
+# The rarest SLOTS terms are scored inline where each listing is read: a term of weight
+# w = repeats x idf x (k1 + 1) adds w (1 - K / (tf + K)), BM25's saturation written with tf
+# once, K the listing's length factor; each slot's term and weight are read once per
+# statement, and a slot past the query's terms is NULL and costs no call. The rest, only
+# for a query with more terms, are scored in a subquery per listing. A subquery for every
+# term doubled the stage's p50 at 100,000 listings (2.2 -> 4.6 ms); 8 slots cost 0.15 ms
+# more than 4 per 1,000 listings scored.
+SLOTS = 4
+_SLOT = (
+    "coalesce((SELECT weight FROM terms ORDER BY idf DESC, word OFFSET {offset} LIMIT 1)"
+    " * (1 - l.k / (ts_rank_cd('{weights}', l.search_vector,"
+    " (SELECT tsq FROM terms ORDER BY idf DESC, word OFFSET {offset} LIMIT 1), 0) + l.k)), 0)"
+)
+_REST = (
+    "CASE WHEN (SELECT count(*) FROM terms) > {slots} THEN (SELECT sum(t.weight * (1 - l.k"
+    " / (ts_rank_cd('{weights}', l.search_vector, t.tsq, 0) + l.k)))"
+    " FROM (SELECT * FROM terms ORDER BY idf DESC, word OFFSET {slots}) AS t) ELSE 0 END"
+)
+
 
 _WEBSEARCH = "websearch_to_tsquery('english', %(text)s)"
 # Corrected words may each be wrong; any of them matching is enough.
@@ -187,8 +209,32 @@ def _prepare(number: int, statement: str) -> tuple[str, str]:
     return name, f"EXECUTE {name}({', '.join(placeholders)})"
 
 
+def _score(weights: str) -> str:
+    """BM25 of the listing `l` (its search_vector and length factor k) for the terms."""
+    inline = [_SLOT.format(offset=slot, weights=weights) for slot in range(SLOTS)]
+    return " + ".join([*inline, _REST.format(slots=SLOTS, weights=weights)])
+
+
+def _length_factor(ranking: Ranking) -> str:
+    """BM25's K of the listing `l`: k1 (1 - b + b dl / avgdl), its labels weighted as its
+    terms are. In float8 throughout: a literal such as 0.4 is numeric in Postgres, and
+    numeric arithmetic per listing cost 0.35 µs a row."""
+    title, venue, description, k1, b = (
+        f"{value}::float8"
+        for value in (ranking.title, ranking.venue, ranking.description, ranking.k1, ranking.b)
+    )
+    length = (
+        f"({title} * l.search_lengths[1] + {venue} * l.search_lengths[2]"
+        f" + {description} * l.search_lengths[3])"
+    )
+    average = "(SELECT avgdl FROM corpus)"
+    return f"{k1} * (1 - {b} + {b} * {length} / {average})"
+
+
 def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[str, str]:
     """The search statement for each tsquery form and the filter shape `of`."""
+    # ts_rank_cd's weights are for labels D, C, B, A; D is unused.
+    weights = f"{{0,{ranking.description},{ranking.venue},{ranking.title}}}"
     return {
         tsquery: _SEARCH.format(
             tsquery=tsquery,
@@ -197,12 +243,11 @@ def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[st
             per_term=PER_TERM,
             generator_share=GENERATOR_SHARE,
             k1=ranking.k1,
-            b=ranking.b,
             title=ranking.title,
             venue=ranking.venue,
             description=ranking.description,
-            # ts_rank_cd's weights are for labels D, C, B, A; D is unused.
-            weights=f"{{0,{ranking.description},{ranking.venue},{ranking.title}}}",
+            score_l=_score(weights),
+            k=_length_factor(ranking),
             tiers="every_term DESC, "
             if ranking.every_term_first
             else "(every_term AND %(exact_first)s) DESC, ",

@@ -108,23 +108,25 @@ async def test_a_term_newer_than_the_statistics_counts_as_the_rarest() -> None:
     assert found == pytest.approx({theremin: idf(2, 0)})
 
 
-def _shape(plan: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
-    yield plan["Node Type"], plan.get("Relation Name", ""), plan.get("Index Name", "")
+def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Each relation or index the plan reads, by how."""
+    if "Relation Name" in plan or "Index Name" in plan:
+        yield plan["Node Type"], plan.get("Index Name", plan.get("Relation Name", ""))
     for child in plan.get("Plans", []):
-        yield from _shape(child)
+        yield from _scans(child)
 
 
 async def test_the_prepared_statement_plans_alike_whatever_it_is_asked() -> None:
     await titled("Organ recital", "Jazz night", "Jazz club")
     name, _ = pg_lexical._PREPARED[pg_lexical._WEBSEARCH]
-    shapes = {}
+    plans = []
     async with connection(1) as conn, conn.transaction():
         # The test's tables are a few rows: left to itself the planner reads them whole.
         await conn.execute("SET LOCAL enable_seqscan = off")
         for mode, asked in (
-            ("force_generic_plan", ("jazz", 1000, 50, "public", 10, None, False)),
-            ("force_custom_plan", ("jazz", 1000, 50, "public", 10, None, False)),
-            ("force_custom_plan", ('organ -jazz "night out"', 1000, 50, "public", 0, "jazz", True)),
+            ("force_generic_plan", ("jazz", 500, 50, "public", 10, None, False)),
+            ("force_custom_plan", ("jazz", 500, 50, "public", 10, None, False)),
+            ("force_custom_plan", ('organ -jazz "night"', 500, 50, "public", 0, "jazz", True)),
         ):
             await conn.execute(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.SQL(mode)))
             explain = sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}({})").format(
@@ -133,14 +135,13 @@ async def test_the_prepared_statement_plans_alike_whatever_it_is_asked() -> None
             cursor = await conn.execute(explain)
             (document,) = await cursor.fetchone() or ("[]",)
             (top,) = json.loads(document) if isinstance(document, str) else document
-            shapes[mode, asked] = list(_shape(top["Plan"]))
+            plans.append(top["Plan"])
 
-    # What it is asked never changes the plan: a plan made once, for any text, is the
-    # plan a text of its own would get (the stage forces generic plans; see lexical.py).
-    generic, *custom = shapes.values()
-    assert all(plan == generic for plan in custom)
-    assert (
-        "Index Scan",
-        "retrieval_corpus_statistics",
-        "retrieval_corpus_statistics_audience",
-    ) in generic
+    # What it is asked never changes what the plan reads or how, and the plan made once,
+    # for any text, costs no more than one made for a text of its own: Postgres keeps a
+    # generic plan only then (the stage forces generic plans; see lexical.py).
+    generic, *custom = plans
+    scans = sorted(_scans(generic))
+    assert all(sorted(_scans(plan)) == scans for plan in custom)
+    assert all(generic["Total Cost"] <= 1.1 * plan["Total Cost"] for plan in custom)
+    assert ("Index Scan", "retrieval_corpus_statistics_audience") in scans
