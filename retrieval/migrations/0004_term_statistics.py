@@ -1,5 +1,5 @@
 # The spelling vocabulary again, over the widened audience column (see 0003), and the
-# document frequencies for the lexical stage's any-term ranking (retrieval/pg/lexical.py):
+# document frequencies for the lexical stage's ranking (retrieval/pg/lexical.py):
 # how many active listings of each audience hold each lexeme, and how many listings that
 # audience has. Per audience, so a judged collection's statistics never weigh a public
 # search's terms, nor another collection's, nor the other way round.

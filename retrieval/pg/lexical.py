@@ -30,12 +30,13 @@ judged collection's documents are never a public search's candidates, nor its sp
 corrections (the vocabulary is of public listings only), nor in its statistics.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
 from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
-from retrieval.pg.pool import prepare_on_connect
+from retrieval.pg.pool import prepare_on_connect, prepare_when_used
 from retrieval.pg.statement import LEXICAL_TAG, fetch_with_local_settings
 from retrieval.query.filters import (
     DEFAULT_SHAPE,
@@ -189,24 +190,25 @@ _WEBSEARCH = "websearch_to_tsquery('english', %(text)s)"
 _ANY_OF = "to_tsquery('english', %(text)s)"
 
 
+_PARAMETERS = ("text", "pool", "limit", "audience", "relax_below", "excluded", "exact_first")
+
+
+def _numbered(name: str, statement: str, parameters: tuple[str, ...]) -> tuple[str, str]:
+    """`statement` with its named parameters numbered, and the EXECUTE text of `name`
+    that stands in for it."""
+    body = statement
+    for position, parameter in enumerate(parameters, start=1):
+        body = body.replace(f"%({parameter})s", f"${position}")
+    return body, f"EXECUTE {name}({', '.join(f'%({p})s' for p in parameters)})"
+
+
 def _prepare(number: int, statement: str) -> tuple[str, str]:
     """Have every pooled connection prepare `statement`; its name and the EXECUTE text
     that stands in for it."""
     name = f"searchsite_lexical_{number}"
-    body = statement
-    placeholders = (
-        "%(text)s",
-        "%(pool)s",
-        "%(limit)s",
-        "%(audience)s",
-        "%(relax_below)s",
-        "%(excluded)s",
-        "%(exact_first)s",
-    )
-    for position, placeholder in enumerate(placeholders, start=1):
-        body = body.replace(placeholder, f"${position}")
+    body, execute = _numbered(name, statement, _PARAMETERS)
     prepare_on_connect(name, "(text, int, int, text, int, text, boolean)", body)
-    return name, f"EXECUTE {name}({', '.join(placeholders)})"
+    return name, execute
 
 
 def _score(weights: str) -> str:
@@ -259,11 +261,24 @@ def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[st
 
 
 _statements = cache(statements)
-# Only the default shape is prepared on every connection: it is nearly every search, and
-# it binds no filter values; another shape's text is sent, and planned, each time.
+# The default shape is prepared on every connection: it is nearly every search, and it
+# binds no filter values.
 _PREPARED = {
     tsquery: _prepare(n, statement) for n, (tsquery, statement) in enumerate(_statements().items())
 }
+
+
+@cache
+def _prepared_for(tsquery: str, of: Shape, filters: tuple[str, ...]) -> tuple[str, str]:
+    """Another shape's statement (binding the filter values named `filters`), prepared by
+    a connection the first time it runs it: up to 2 x 2^7 of them, too many for every
+    connection to prepare when it opens. Sent as text, one was planned at each search."""
+    number = list(_PREPARED).index(tsquery)
+    key = "".join("1" if value else "0" for value in dataclasses.astuple(of))
+    name = f"searchsite_lexical_{number}_{key}"
+    body, execute = _numbered(name, _statements(of=of)[tsquery], _PARAMETERS + filters)
+    prepare_when_used(name, body)
+    return name, execute
 
 
 _CORRECTIONS = """
@@ -329,6 +344,12 @@ class PgLexicalIndex:
     ) -> list[Candidate]:
         """`asked`: the text and how to read it (relax_below, excluded, exact_first)."""
         of = shape(query.filters)
+        filters = parameters(query.filters)
+        prepared = (
+            _PREPARED[tsquery]
+            if of == DEFAULT_SHAPE
+            else _prepared_for(tsquery, of, tuple(sorted(filters)))
+        )
         rows = await fetch_with_local_settings(
             LEXICAL_TAG,
             _statements(of=of)[tsquery],
@@ -337,14 +358,14 @@ class PgLexicalIndex:
                 "pool": POOL,
                 "limit": limit,
                 "audience": self.audience,
-                **parameters(query.filters),
+                **filters,
             },
             deadline,
-            # The statement's plan shape never depends on the text, but with the any-term
-            # tier Postgres judged a generic plan dearer than a custom one and planned
+            # The statement's plan shape never depends on the text, but with partial
+            # matches Postgres judged a generic plan dearer than a custom one and planned
             # every execution again (0.46 ms of a 2.7 ms median at 100,000 listings).
             local={"plan_cache_mode": "force_generic_plan"},
-            prepared=_PREPARED[tsquery] if of == DEFAULT_SHAPE else None,
+            prepared=prepared,
         )
         return [Candidate(int(row[0]), float(row[1])) for row in rows]
 

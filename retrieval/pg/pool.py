@@ -43,10 +43,10 @@ _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPoo
 
 # Server-side prepared statements every pooled connection gets: name -> PREPARE text.
 _to_prepare: dict[str, str] = {}
+# Those a connection prepares the first time it is asked to run them: name -> PREPARE text.
+_when_used: dict[str, str] = {}
 # The names each connection really has (a PREPARE can fail, e.g. before migrations).
-_prepared: "weakref.WeakKeyDictionary[AsyncConnection, frozenset[str]]" = (
-    weakref.WeakKeyDictionary()
-)
+_prepared: "weakref.WeakKeyDictionary[AsyncConnection, set[str]]" = weakref.WeakKeyDictionary()
 
 
 PREPARE_LOCK_TIMEOUT = "20ms"
@@ -58,9 +58,37 @@ def prepare_on_connect(name: str, parameter_types: str, body: str) -> None:
     _to_prepare[name] = f"PREPARE {name}{parameter_types} AS {body}"
 
 
+def prepare_when_used(name: str, body: str) -> None:
+    """Have each pooled connection prepare `body` as `name` the first time it runs it
+    (`ensure_prepared`), its parameters' types inferred: for statements too many to
+    prepare on every connection, such as the lexical stage's filter shapes."""
+    _when_used[name] = f"PREPARE {name} AS {body}"
+
+
 def has_prepared(conn: AsyncConnection, name: str) -> bool:
-    """Whether `conn` prepared `name` when it connected (see `prepare_on_connect`)."""
+    """Whether `conn` has prepared `name` (see `prepare_on_connect`)."""
     return name in _prepared.get(conn, ())
+
+
+async def ensure_prepared(conn: AsyncConnection, name: str) -> bool:
+    """Whether `conn` has `name` prepared, preparing it now if it is one to prepare when
+    used (one more round trip, once per connection)."""
+    if has_prepared(conn, name):
+        return True
+    text = _when_used.get(name)
+    return text is not None and await _prepare(conn, name, text)
+
+
+async def _prepare(conn: AsyncConnection, name: str, text: str) -> bool:
+    try:
+        # Preparing takes the table's lock: behind a migration's lock, a connection gives
+        # up on it at once and its searches send the statement's full text.
+        await conn.execute(f"SET LOCAL lock_timeout = '{PREPARE_LOCK_TIMEOUT}'; {text}")
+    except psycopg.Error as exc:
+        logger.warning("could not prepare %s: %s", name, exc.sqlstate)
+        return False
+    _prepared.setdefault(conn, set()).add(name)
+    return True
 
 
 async def _configure(conn: AsyncConnection) -> None:
@@ -68,17 +96,9 @@ async def _configure(conn: AsyncConnection) -> None:
     # planner can pick that generation's partial HNSW index, and a generic plan could not.
     conn.prepare_threshold = None
     await conn.set_autocommit(True)
-    prepared = set()
+    _prepared[conn] = set()
     for name, text in _to_prepare.items():
-        try:
-            # Preparing takes the table's lock: behind a migration's lock, a new connection
-            # gives up on it at once and its searches send the statement's full text.
-            await conn.execute(f"SET LOCAL lock_timeout = '{PREPARE_LOCK_TIMEOUT}'; {text}")
-        except psycopg.Error as exc:
-            logger.warning("could not prepare %s: %s", name, exc.sqlstate)
-        else:
-            prepared.add(name)
-    _prepared[conn] = frozenset(prepared)
+        await _prepare(conn, name, text)
 
 
 # What the hot path's connections call themselves in pg_stat_activity: a web process's

@@ -25,7 +25,7 @@ from psycopg.errors import QueryCanceled
 
 from retrieval import metrics
 from retrieval.bounds.deadline import Deadline
-from retrieval.pg.pool import connection, has_prepared, server_stalled
+from retrieval.pg.pool import connection, ensure_prepared, server_stalled
 from retrieval.types import StageTimeoutError
 
 # How long past its deadline a statement may go unanswered before its caller stops
@@ -73,7 +73,8 @@ async def fetch_with_local_settings(
     is named, and operators still need to tell a search's statements apart.
 
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
-    connection that has that name prepared (see `prepare_on_connect`). `pool_wait_s`
+    connection that has that name prepared, or prepares it now (see `prepare_on_connect`
+    and `prepare_when_used`). `pool_wait_s`
     shortens the wait for a connection (work that must not queue for one a search needs).
 
     No answer by the deadline (+ SERVER_GRACE_S) raises StageTimeoutError too, whatever
@@ -146,7 +147,7 @@ async def _fetch(
             bound = dict(params)
             for number, (name, value) in enumerate(transaction_local.items()):
                 bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
-            if prepared is not None and has_prepared(conn, prepared[0]):
+            if prepared is not None and await ensure_prepared(conn, prepared[0]):
                 statement = prepared[1]
             cursor = AsyncClientCursor(conn)
             await cursor.execute(_message(tag, statement, len(transaction_local)), bound)

@@ -10,12 +10,16 @@ tests use (tests/retrieval_fakes.py) and against Postgres (retrieval/pg/lexical.
 Then the Postgres index's own promises: its bounded pool and its prepared statements.
 """
 
+import dataclasses
 import itertools
 from collections.abc import AsyncIterator
-from typing import Protocol
+from datetime import timedelta
+from typing import Any, Protocol
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
+from psycopg import AsyncClientCursor
 
 from ingestion.models import Audience, Listing
 from retrieval.bounds.deadline import Deadline
@@ -26,7 +30,7 @@ from retrieval.pg.pool import connection
 from retrieval.pg.statement import LEXICAL_TAG
 from retrieval.protocols import LexicalIndex
 from retrieval.query.parse import parse_query
-from retrieval.types import Candidate, Query
+from retrieval.types import Candidate, DateFilter, Query, SearchFilters
 from tests.contracts.stages import (
     FakeStage,
     PostgresStage,
@@ -175,6 +179,48 @@ async def test_the_prepared_statements_answer_as_the_statements_they_stand_for(
             )
             assert await lexical_search(postgres.index, query, 10, BUDGET_MS) == prepared
         assert prepared  # the second query is answered through spelling correction
+
+
+async def test_a_filtered_search_prepares_its_shape_once_and_answers_as_its_text(
+    postgres: PostgresLexicalSubject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    soon = timezone.now() + timedelta(days=2)
+    walk, talk, _ = [
+        await Listing.objects.acreate(title=title, venue=venue, starts_at=starts_at)
+        for title, venue, starts_at in (
+            ("Festival walk", "Cafe Oto", soon),
+            ("Festival talk", "Cafe Oto", soon + timedelta(days=30)),
+            ("Festival run", "Elsewhere", soon),
+        )
+    ]
+    week = DateFilter(
+        ends_after=timezone.now(),
+        starts_before=timezone.now() + timedelta(days=7),
+        not_ended=True,
+        ended=False,
+        undated=False,
+    )
+    query = dataclasses.replace(FESTIVAL, filters=SearchFilters(dates=week, venue="cafe oto"))
+    sent: list[str] = []
+    execute = AsyncClientCursor.execute
+
+    async def recording(cursor: AsyncClientCursor[Any], text: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(text))
+        return await execute(cursor, text, *args, **kw)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(AsyncClientCursor, "execute", recording)
+        runs = [await lexical_search(postgres.index, query, 10, BUDGET_MS) for _ in range(3)]
+        patched.setattr(pg_lexical, "_prepared_for", lambda *_: ("none", ""))
+        as_text = await lexical_search(postgres.index, query, 10, BUDGET_MS)
+
+    # Every filter value bound (a timestamp each way, the venue's words) and its
+    # statement planned once per connection, not at each search.
+    assert [c.listing_id for c in as_text] == [walk.pk]
+    assert runs == [as_text] * 3
+    assert all("EXECUTE searchsite_lexical_0_" in text for text in sent[:3])
+    assert "EXECUTE" not in sent[3]
+    assert talk.pk not in {c.listing_id for c in as_text}
 
 
 # Partial matches: a natural-language question matches no listing on every term.

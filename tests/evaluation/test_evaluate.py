@@ -90,7 +90,7 @@ def test_every_path_answers_questions_no_document_matches_in_full(
     report = evaluate(collection, k=3)
 
     assert report.failures == dict.fromkeys([*PATHS, "cache_fallback_without_merge"], 0)
-    # Lexical ranking of any-term matches: every-term matching found nothing here.
+    # Lexical ranking of partial matches: requiring every term found nothing here.
     assert report.paths["lexical"]["recall@3"] == 1.0
     assert report.paths["lexical_fallback"] == report.paths["lexical"]
     assert report.paths["hybrid"]["recall@3"] == 1.0

@@ -41,8 +41,8 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 @pytest.mark.parametrize(
     ("q", "expected"),
     [
-        # Every-term matches fill less than the candidates asked for, so the any-term
-        # tier runs in the same statement; then the vector search; then the page's rows.
+        # Full matches fill less than the candidates asked for, so partial matches are
+        # read in the same statement; then the vector search; then the page's rows.
         ("jazz", {"lexical": 1, "vector": 1, "listings": 1}),
         # A misspelt word: the first statement finds nothing, the vocabulary is asked
         # for corrections, and the corrected word is searched.
