@@ -95,8 +95,7 @@ WITH q AS (SELECT {tsquery} AS tsq,
 corpus AS MATERIALIZED (
     SELECT coalesce(max(c.documents), 0) AS documents,
            -- BM25's avgdl; above 0 even for an audience whose listings have no words.
-           greatest(coalesce(max({title} * c.average_lengths[1] + {venue} * c.average_lengths[2]
-                                 + {description} * c.average_lengths[3]), 1), 0.001) AS avgdl
+           greatest(coalesce(max({average_length}), 1), 0.001) AS avgdl
     FROM retrieval_corpus_statistics c WHERE c.audience = %(audience)s
 ),
 terms AS MATERIALIZED (
@@ -217,18 +216,20 @@ def _score(weights: str) -> str:
     return " + ".join([*inline, _REST.format(slots=SLOTS, weights=weights)])
 
 
+def _weighted(ranking: Ranking, lengths: str) -> str:
+    """The length in `lengths` (an array per label: title, venue and aliases, description),
+    its labels weighted as their terms are. In float8: a literal such as 0.4 is numeric in
+    Postgres, and numeric arithmetic per listing cost 0.35 µs a row."""
+    title, venue, description = (
+        f"{value}::float8" for value in (ranking.title, ranking.venue, ranking.description)
+    )
+    return f"({title} * {lengths}[1] + {venue} * {lengths}[2] + {description} * {lengths}[3])"
+
+
 def _length_factor(ranking: Ranking) -> str:
-    """BM25's K of the listing `l`: k1 (1 - b + b dl / avgdl), its labels weighted as its
-    terms are. In float8 throughout: a literal such as 0.4 is numeric in Postgres, and
-    numeric arithmetic per listing cost 0.35 µs a row."""
-    title, venue, description, k1, b = (
-        f"{value}::float8"
-        for value in (ranking.title, ranking.venue, ranking.description, ranking.k1, ranking.b)
-    )
-    length = (
-        f"({title} * l.search_lengths[1] + {venue} * l.search_lengths[2]"
-        f" + {description} * l.search_lengths[3])"
-    )
+    """BM25's K of the listing `l`: k1 (1 - b + b dl / avgdl)."""
+    k1, b = f"{ranking.k1}::float8", f"{ranking.b}::float8"
+    length = _weighted(ranking, "l.search_lengths")
     average = "(SELECT avgdl FROM corpus)"
     return f"{k1} * (1 - {b} + {b} * {length} / {average})"
 
@@ -245,9 +246,7 @@ def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[st
             per_term=PER_TERM,
             generator_share=GENERATOR_SHARE,
             k1=ranking.k1,
-            title=ranking.title,
-            venue=ranking.venue,
-            description=ranking.description,
+            average_length=_weighted(ranking, "c.average_lengths"),
             score_l=_score(weights),
             k=_length_factor(ranking),
             tiers="every_term DESC, "

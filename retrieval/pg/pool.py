@@ -45,8 +45,11 @@ _pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPoo
 _to_prepare: dict[str, str] = {}
 # Those a connection prepares the first time it is asked to run them: name -> PREPARE text.
 _when_used: dict[str, str] = {}
-# The names each connection really has (a PREPARE can fail, e.g. before migrations).
-_prepared: "weakref.WeakKeyDictionary[AsyncConnection, set[str]]" = weakref.WeakKeyDictionary()
+# The names each connection has tried to prepare, and whether it could (a PREPARE can
+# fail, e.g. before migrations or behind a migration's lock): it does not try again.
+_prepared: "weakref.WeakKeyDictionary[AsyncConnection, dict[str, bool]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 PREPARE_LOCK_TIMEOUT = "20ms"
@@ -67,14 +70,16 @@ def prepare_when_used(name: str, body: str) -> None:
 
 def has_prepared(conn: AsyncConnection, name: str) -> bool:
     """Whether `conn` has prepared `name` (see `prepare_on_connect`)."""
-    return name in _prepared.get(conn, ())
+    return _prepared.get(conn, {}).get(name, False)
 
 
 async def ensure_prepared(conn: AsyncConnection, name: str) -> bool:
     """Whether `conn` has `name` prepared, preparing it now if it is one to prepare when
-    used (one more round trip, once per connection)."""
-    if has_prepared(conn, name):
-        return True
+    used and not tried yet (one more round trip, once per connection: a failure, such as
+    a lock wait past PREPARE_LOCK_TIMEOUT, is not paid again at each search)."""
+    tried = _prepared.get(conn, {}).get(name)
+    if tried is not None:
+        return tried
     text = _when_used.get(name)
     return text is not None and await _prepare(conn, name, text)
 
@@ -86,9 +91,11 @@ async def _prepare(conn: AsyncConnection, name: str, text: str) -> bool:
         await conn.execute(f"SET LOCAL lock_timeout = '{PREPARE_LOCK_TIMEOUT}'; {text}")
     except psycopg.Error as exc:
         logger.warning("could not prepare %s: %s", name, exc.sqlstate)
-        return False
-    _prepared.setdefault(conn, set()).add(name)
-    return True
+        prepared = False
+    else:
+        prepared = True
+    _prepared.setdefault(conn, {})[name] = prepared
+    return prepared
 
 
 async def _configure(conn: AsyncConnection) -> None:
@@ -96,7 +103,7 @@ async def _configure(conn: AsyncConnection) -> None:
     # planner can pick that generation's partial HNSW index, and a generic plan could not.
     conn.prepare_threshold = None
     await conn.set_autocommit(True)
-    _prepared[conn] = set()
+    _prepared[conn] = {}
     for name, text in _to_prepare.items():
         await _prepare(conn, name, text)
 

@@ -74,8 +74,8 @@ async def fetch_with_local_settings(
 
     `prepared`, a statement name and an `EXECUTE` text, stands in for `statement` on a
     connection that has that name prepared, or prepares it now (see `prepare_on_connect`
-    and `prepare_when_used`). `pool_wait_s`
-    shortens the wait for a connection (work that must not queue for one a search needs).
+    and `prepare_when_used`). `pool_wait_s` shortens the wait for a connection (work that
+    must not queue for one a search needs).
 
     No answer by the deadline (+ SERVER_GRACE_S) raises StageTimeoutError too, whatever
     the server is doing; a caller cancelled meanwhile stops waiting at once. Either way
