@@ -28,9 +28,9 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from django.conf import settings
@@ -51,8 +51,11 @@ from ingestion.embedding_claim import (
     UPSERT,
     claim_params,
 )
+from ingestion.pacing import Pacer, sweep_pacer
 from ingestion.pending import pending_from
 from ingestion.text import embedding_text
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ def embed_pending(
     batch_size: int | None = None,
     clock: Callable[[], float] = time.monotonic,
     embedder: Embedder | None = None,
+    pacer: Pacer | None = None,
 ) -> int:
     """Embed claims back to back until none is left or `clock()` passes `until`; returns
     how many pairs. The model never waits on the database: while it embeds one claim, the
@@ -103,10 +107,14 @@ def embed_pending(
 
     The model is loaded only once there is a claim to embed: every worker asks for a sweep
     as it starts, and loading it for none took two seconds of a core just as a cold-started
-    stack took its first searches (docs/reliability.md, cold start)."""
+    stack took its first searches (docs/reliability.md, cold start).
+
+    The model's work and the vectors' writes go slice by slice, each when `pacer` (the web
+    processes' search pressure, by default) lets it (ingestion/pacing.py)."""
     size = batch_size or settings.EMBED_BATCH_SIZE
+    pacer = pacer or sweep_pacer()
     done = 0
-    with _lanes() as lanes:
+    with _lanes(pacer) as lanes:
         flights = [lanes[0].submit(size)]  # every claim submitted, the k-th on lane k % 2
         previous: _InFlight | None = None  # given its vectors, perhaps not yet committed
         try:
@@ -115,7 +123,7 @@ def embed_pending(
                 if clock() < until:
                     flights.append(lanes[len(flights) % 2].submit(size))
                 model = embedder or get_embedder()
-                current.embedded.set_result(_vectors(model, claims))
+                current.embedded.set_result(_vectors(model, claims, pacer))
                 if previous is not None:
                     done += _finish(previous)
                 previous = current
@@ -130,12 +138,26 @@ def embed_pending(
     return done
 
 
-def _vectors(model: Embedder, claims: list["_Claim"]) -> np.ndarray:
+def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None) -> np.ndarray:
     """The claims' vectors, in order: each text the generation has no vector for yet is
-    embedded once, however many claims share it; the others are reused."""
-    texts = list(dict.fromkeys(claim.text for claim in claims if claim.reused is None))
-    made = dict(zip(texts, model.embed_documents(texts), strict=True)) if texts else {}
+    embedded once, however many claims share it; the others are reused. Texts go to the
+    model in slices of similar lengths (sorted first, so a slice pads no more than the
+    whole claim would), each when `pacer` lets it."""
+    texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
+    made: dict[str, np.ndarray] = {}
+    for part in _slices(texts):
+        with _paced(pacer, len(part)):
+            made.update(zip(part, model.embed_documents(part), strict=True))
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
+
+
+def _slices(items: list[T]) -> Iterator[list[T]]:
+    step = settings.EMBED_PACE_SLICE
+    return (items[start : start + step] for start in range(0, len(items), step))
+
+
+def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[None]:
+    return nullcontext() if pacer is None else pacer.slice(items)
 
 
 def settle_candidates() -> None:
@@ -170,16 +192,17 @@ class _Lane:
     """A thread with its own database connection, running one claim's transaction at a
     time: claim, wait for the vectors, store, commit."""
 
-    def __init__(self) -> None:
+    def __init__(self, pacer: Pacer) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-lane")
+        self._pacer = pacer
 
     def submit(self, size: int) -> _InFlight:
         flight = _InFlight()
-        self._thread.submit(self._run, size, flight)
+        self._thread.submit(self._run, size, flight, self._pacer)
         return flight
 
     @staticmethod
-    def _run(size: int, flight: _InFlight) -> None:
+    def _run(size: int, flight: _InFlight, pacer: Pacer) -> None:
         try:
             with transaction.atomic():
                 claims = _claim_batch(size)
@@ -187,7 +210,7 @@ class _Lane:
                 vectors = flight.embedded.result() if claims else None
                 if vectors is None:
                     transaction.set_rollback(True)
-                stored = [] if vectors is None else _store(claims, vectors)
+                stored = [] if vectors is None else _store(claims, vectors, pacer)
             flight.stored.set_result(stored)
         except BaseException as exc:
             for future in (flight.claimed, flight.stored):
@@ -200,9 +223,9 @@ class _Lane:
 
 
 @contextmanager
-def _lanes() -> Iterator[tuple[_Lane, _Lane]]:
+def _lanes(pacer: Pacer) -> Iterator[tuple[_Lane, _Lane]]:
     """Two lanes, their connections closed at the end."""
-    lanes = (_Lane(), _Lane())
+    lanes = (_Lane(pacer), _Lane(pacer))
     try:
         yield lanes
     finally:
@@ -273,9 +296,9 @@ def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types
     )
 
 
-def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
-    """Upsert the vectors of the claims whose listings may have them (`STORABLE`);
-    returns those claims."""
+def _store(claims: list[_Claim], vectors: np.ndarray, pacer: Pacer | None = None) -> list[_Claim]:
+    """Upsert the vectors of the claims whose listings may have them (`STORABLE`), in
+    slices, each when `pacer` lets it (each row an HNSW insert); returns those claims."""
     now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(STORABLE, [sorted({c.listing_id for c in claims})])
@@ -285,7 +308,9 @@ def _store(claims: list[_Claim], vectors: np.ndarray) -> list[_Claim]:
             (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now, c.digest)
             for c, v in kept
         ]
-        cursor.executemany(UPSERT, rows)
+        for part in _slices(rows):
+            with _paced(pacer, len(part)):
+                cursor.executemany(UPSERT, part)
         cursor.execute(SETTLE_STORED, [sorted({c.listing_id for c, _ in kept})])
     return [c for c, _ in kept]
 

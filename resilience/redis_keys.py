@@ -41,3 +41,7 @@ def warming_job(cache_key: str) -> str:
 # queued (ingestion/tasks.py).
 WORKER_HEARTBEATS = "searchsite:worker-heartbeats"
 EMBED_SCHEDULED = "searchsite:embed-scheduled"
+
+# Search pressure (resilience/search_pressure.py): one field per web process, its searches
+# over its last tenth of a second, read by the embedding sweep's pacer.
+SEARCH_PRESSURE = "searchsite:search-pressure"

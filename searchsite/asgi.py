@@ -48,3 +48,13 @@ def _record_rollups() -> None:
 
 
 _record_rollups()
+
+
+def _publish_search_pressure() -> None:
+    # Background work yields to this process's searches (ingestion/pacing.py).
+    from retrieval.bounds.activity import start_publishing
+
+    start_publishing()
+
+
+_publish_search_pressure()

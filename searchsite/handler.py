@@ -35,6 +35,7 @@ its length was declared or it came chunked.
 import asyncio
 import contextlib
 import json
+import time
 from typing import IO, Any
 
 from django.conf import settings
@@ -46,6 +47,7 @@ from django.urls import reverse, set_script_prefix
 
 from retrieval import metrics
 from retrieval.bounds import arrival
+from retrieval.bounds.activity import activity
 from retrieval.service import front_door
 from retrieval.types import Reason
 from retrieval.web.api import RETRY_AFTER_S
@@ -100,12 +102,16 @@ class SearchASGIHandler(ASGIHandler):
             await _turned_away(surface, send)
             return
         metrics.REQUESTS_IN_FLIGHT.inc()
+        searches = activity()
+        searches.started()
+        admitted_at = time.monotonic()
         try:
             if _has_session(headers):
                 await super().__call__(scope, receive, send)
             else:
                 await self._search_on_the_loop(scope, receive, send)
         finally:
+            searches.finished(time.monotonic() - admitted_at)
             metrics.REQUESTS_IN_FLIGHT.dec()
             slot.release()
 

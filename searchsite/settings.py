@@ -209,6 +209,16 @@ WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
 # Embeddings
 EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 128)
 EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
+# Vector work yields to searches (ingestion/pacing.py). While searches arrive, the model and
+# the vectors' writes run in slices of EMBED_PACE_SLICE texts or rows, working at most
+# EMBED_BUSY_SHARE of the time, halved while more than EMBED_SLOW_SHARE of searches take
+# longer than SEARCH_PRESSURE_SLOW_MS, and never fewer than EMBED_FLOOR_PER_S listings a
+# second. These are first values: docs/reliability.md says which have been measured.
+EMBED_PACE_SLICE = env_int("EMBED_PACE_SLICE", 16)
+EMBED_BUSY_SHARE = env_float("EMBED_BUSY_SHARE", 0.5)
+EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
+EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
+SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 50.0)
 # /healthz fails while a listing has waited longer than this for its embedding: twice the
 # vector lag objective (p95 30 s, bench/ingest.py).
 VECTOR_LAG_MAX_S = env_float("VECTOR_LAG_MAX_S", 60.0)

@@ -1,0 +1,177 @@
+"""Vector work yields to searches: the arbiter between the embedding sweep and the search
+pressure the web processes publish (resilience/search_pressure.py).
+
+The sweep's two kinds of work, the model's and the vectors' writes (each an HNSW insert on
+pages the vector searches read), run in slices of a few texts or rows, and each slice asks
+the pacer first:
+- searches quiet (none admitted in the last few tenths of a second, or no web process):
+  the slice runs at once, the sweep at full speed;
+- searches arriving: the sweep works at most `share` of the time, resting after each slice
+  for as long as the slice took times (1 - share) / share. The share halves while more
+  searches than the policy allows were slow, and grows back while none were;
+- whatever the share, the floor: `floor_per_s` listings a second still go through, so the
+  vector lag stays bounded under pressure that never ends.
+An unreadable pressure (Redis down) counts as searches arriving: searches first, and the
+floor still holds.
+
+The pacer only waits between slices, so it backs off within one slice's time (a tenth of a
+second or so) and resumes within one poll of the pressure. Both of the sweep's threads (the
+model's, and the lane writing vectors) share one pacer, and with it one share of the time.
+"""
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+
+import redis
+from django.conf import settings
+from prometheus_client import Counter, Gauge
+
+from resilience import search_pressure
+from resilience.redis_clients import breaker_redis_client
+from resilience.search_pressure import Pressure
+
+logger = logging.getLogger(__name__)
+
+# How often the pressure is read again: a slice never waits longer than this to notice
+# that searches went quiet.
+POLL_S = 0.1
+# The share's smallest value, as a fraction of the policy's: below it only the floor
+# matters.
+SMALLEST_SHARE = 1 / 32
+# Read pressure that is unknown: as if searches arrived, none of them slow.
+UNKNOWN = Pressure(float("inf"), 0.0)
+
+
+class Mode(enum.StrEnum):
+    FULL = "full"  # searches quiet
+    SHARED = "shared"  # searches arriving: a share of the time
+    FLOOR = "floor"  # searches arriving: only the floor's progress
+
+
+PACE = Gauge(
+    "ingestion_vector_pace",
+    "1 for the embedding sweep's current pace: full (searches quiet), shared (a share of "
+    "the time beside searches) or floor (only the floor's progress)",
+    ["mode"],
+    multiprocess_mode="max",
+)
+RESTED = Counter(
+    "ingestion_vector_rest_seconds",
+    "Seconds the embedding sweep rested to leave the CPU to searches",
+)
+
+
+@dataclass(frozen=True)
+class PacePolicy:
+    busy_share: float  # the most of the time the sweep works while searches arrive
+    slow_share: float  # past this share of slow searches, the sweep's share halves
+    floor_per_s: float  # listings a second, whatever the pressure
+
+    @classmethod
+    def from_settings(cls) -> "PacePolicy":
+        return cls(settings.EMBED_BUSY_SHARE, settings.EMBED_SLOW_SHARE, settings.EMBED_FLOOR_PER_S)
+
+
+class Pacer:
+    def __init__(
+        self,
+        pressure: Callable[[], Pressure],
+        policy: PacePolicy,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._pressure, self._policy, self._clock, self._sleep = pressure, policy, clock, sleep
+        self._lock = threading.Lock()
+        self.share = policy.busy_share
+        self.mode = Mode.FULL
+        now = clock()
+        self._rest_until = now
+        self._read_at = float("-inf")
+        self._last = search_pressure.QUIET
+        # Listings the floor allows before the share does: accrued while searches arrive.
+        self._credit = 0.0
+        self._credit_at = now
+
+    @contextmanager
+    def slice(self, items: int) -> Iterator[None]:
+        """Around a slice of `items` listings' work: waits until it may run, and counts
+        the time it took against the share."""
+        self._admit(items)
+        started = self._clock()
+        yield
+        took = self._clock() - started
+        with self._lock:
+            if self.mode != Mode.FULL:
+                self._rest_until = self._clock() + took * (1 - self.share) / self.share
+
+    def _admit(self, items: int) -> None:
+        while True:
+            with self._lock:
+                now = self._clock()
+                pressure = self._read(now)
+                if pressure.quiet:
+                    self._credit, self._credit_at = 0.0, now
+                    self._set(Mode.FULL)
+                    return
+                self._accrue(now, items)
+                if now >= self._rest_until:
+                    self._credit = max(0.0, self._credit - items)
+                    self._set(Mode.SHARED)
+                    return
+                if self._credit >= items:
+                    self._credit -= items
+                    self._set(Mode.FLOOR)
+                    return
+                wait = min(POLL_S, self._rest_until - now)
+            RESTED.inc(wait)
+            self._sleep(wait)
+
+    def _read(self, now: float) -> Pressure:
+        """The pressure, read again once a poll; the share follows what it says."""
+        if now - self._read_at < POLL_S:
+            return self._last
+        self._read_at = now
+        try:
+            self._last = self._pressure()
+        except (redis.RedisError, ValueError, KeyError) as exc:
+            logger.debug("search pressure unreadable (%s): yielding", type(exc).__name__)
+            self._last = UNKNOWN
+        busy = self._policy.busy_share
+        if self._last.slow_share > self._policy.slow_share:
+            self.share = max(busy * SMALLEST_SHARE, self.share / 2)
+        elif not self._last.quiet:
+            self.share = min(busy, self.share + busy / 8)
+        return self._last
+
+    def _accrue(self, now: float, items: int) -> None:
+        # At most one slice's worth, or one second's, is kept: a quiet spell's credit would
+        # otherwise let a burst through all at once when searches come back.
+        cap = max(float(items), self._policy.floor_per_s)
+        self._credit = min(cap, self._credit + (now - self._credit_at) * self._policy.floor_per_s)
+        self._credit_at = now
+
+    def _set(self, mode: Mode) -> None:
+        if mode != self.mode:
+            PACE.labels(mode=self.mode.value).set(0)
+            self.mode = mode
+        PACE.labels(mode=mode.value).set(1)
+
+
+def read_pressure() -> Pressure:
+    return search_pressure.read(_client(settings.REDIS_URL))
+
+
+@cache
+def _client(url: str) -> redis.Redis:
+    return breaker_redis_client(url, timeout_s=0.05)
+
+
+def sweep_pacer() -> Pacer:
+    """A pacer for one sweep, by the settings and the web processes' published pressure."""
+    return Pacer(read_pressure, PacePolicy.from_settings())

@@ -1,0 +1,151 @@
+"""The embedding sweep yields to searches (ingestion/pacing.py): full speed while searches
+are quiet, a share of the time while they arrive, backing off within a second of the
+signal and resuming within one poll of its end, and the floor's progress under pressure
+that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
+
+import time
+
+import pytest
+import redis
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingestion import generations
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.indexing import embed_pending
+from ingestion.pacing import POLL_S, Mode, PacePolicy, Pacer
+from ingestion.upsert import apply_draft
+from resilience.search_pressure import QUIET, Pressure
+from tests.factories import FakeClock, draft, source
+
+SLICE_S = 0.05  # the model's time for one slice of texts, as the fake clock counts it
+SLICE = 16
+POLICY = PacePolicy(busy_share=0.5, slow_share=0.01, floor_per_s=20.0)
+BUSY = Pressure(60.0, 0.0)
+SLOW = Pressure(60.0, 0.5)  # half the searches slow: the share collapses
+
+
+class Work:
+    """Slices of vector work through a pacer on a fake clock: each slice takes SLICE_S,
+    each rest advances the clock by what it rests."""
+
+    def __init__(self, pressure: "Pressure | None" = None) -> None:
+        self.clock = FakeClock(0.0)
+        self.signal: Pressure = pressure or QUIET
+        self.rested = 0.0
+        self.starts: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            self.rested += seconds
+            self.clock.advance(seconds)
+
+        self.pacer = Pacer(lambda: self.signal, POLICY, clock=self.clock, sleep=sleep)
+
+    def run_until(self, end: float) -> None:
+        while self.clock() < end:
+            with self.pacer.slice(SLICE):
+                self.starts.append(self.clock())
+                self.clock.advance(SLICE_S)
+
+    def mode(self) -> Mode:
+        return self.pacer.mode
+
+    def items_between(self, start: float, end: float) -> int:
+        return SLICE * sum(start <= at < end for at in self.starts)
+
+
+def test_while_searches_are_quiet_the_sweep_never_rests() -> None:
+    work = Work()
+    work.run_until(10.0)
+    assert work.rested == 0
+    assert work.mode() is Mode.FULL
+    assert len(work.starts) == pytest.approx(10.0 / SLICE_S, abs=1)
+
+
+def test_searches_arriving_halve_the_sweep_within_a_second_and_their_end_restores_it() -> None:
+    work = Work()
+    work.run_until(5.0)
+    work.signal = BUSY
+    signalled = work.clock()
+    work.run_until(15.0)
+    # The first rest comes within a poll and a slice of the signal: under a second.
+    first_rest_by = min(at for at in work.starts if at > signalled) - signalled
+    assert first_rest_by <= POLL_S + 2 * SLICE_S < 1.0
+    assert work.mode() == Mode.SHARED
+    busy_rate = work.items_between(6.0, 15.0) / 9.0
+    full_rate = SLICE / SLICE_S
+    assert busy_rate == pytest.approx(full_rate * POLICY.busy_share, rel=0.1)
+
+    work.signal = QUIET
+    quiet_at = work.clock()
+    work.run_until(20.0)
+    resumed_by = min(at for at in work.starts if at >= quiet_at) - quiet_at
+    assert resumed_by <= POLL_S + SLICE_S
+    assert work.mode() == Mode.FULL
+    assert work.items_between(16.0, 20.0) / 4.0 == pytest.approx(full_rate, rel=0.05)
+
+
+def test_slow_searches_shrink_the_share_and_the_floor_holds_under_pressure_without_end() -> None:
+    work = Work(SLOW)
+    work.run_until(120.0)
+    assert work.pacer.share < POLICY.busy_share / 8
+    assert work.mode() is Mode.FLOOR
+    # Every stretch of ten seconds gets the floor's listings, and not many more.
+    for start in range(10, 120, 10):
+        done = work.items_between(start, start + 10)
+        assert POLICY.floor_per_s * 10 * 0.9 <= done <= POLICY.floor_per_s * 10 * 1.6 + SLICE
+
+
+def test_a_pressure_that_cannot_be_read_counts_as_searches_arriving() -> None:
+    clock = FakeClock(0.0)
+    rested: list[float] = []
+
+    def unreadable() -> Pressure:
+        raise redis.ConnectionError("gone")
+
+    def sleep(seconds: float) -> None:
+        rested.append(seconds)
+        clock.advance(seconds)
+
+    pacer = Pacer(unreadable, POLICY, clock=clock, sleep=sleep)
+    for _ in range(3):
+        with pacer.slice(SLICE):
+            clock.advance(SLICE_S)
+    assert pacer.mode is not Mode.FULL
+    assert sum(rested) > 0
+
+
+@pytest.mark.django_db(transaction=True)  # the sweep's lanes connect on their own
+def test_a_sweep_under_pressure_that_never_ends_still_embeds_everything_at_the_floor() -> None:
+    """The real sweep and model, its pacer told that searches arrive, all slow: every
+    listing still gets its vector, the sweep resting between slices, never past what the
+    floor allows."""
+    generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
+    with transaction.atomic():
+        feed = source()
+        for number in range(40):
+            title = f"Organ recital {number}"
+            apply_draft(feed, draft(f"id-{number}", title=title), timezone.now())
+    slept: list[float] = []
+    # Real time for the work, plus the rests the sweep asked for, which pass at once.
+    real = FakeClock(0.0)
+
+    def clock() -> float:
+        return time.monotonic() + real()
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real.advance(seconds)
+
+    policy = PacePolicy(busy_share=0.5, slow_share=0.01, floor_per_s=8.0)
+    pacer = Pacer(lambda: SLOW, policy, clock=clock, sleep=sleep)
+    assert embed_pending(float("inf"), pacer=pacer, clock=clock) == 40
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM ingestion_listing_embedding WHERE generation_id = %s",
+            [generation],
+        )
+        assert cursor.fetchone()[0] == 40
+    # It yielded, and no longer than the floor allows: 40 listings embedded, then 40
+    # written, at 8 a second each, is ten seconds of rests at most (and a poll's margin).
+    assert 1.0 <= sum(slept) <= 2 * 40 / policy.floor_per_s + 1
