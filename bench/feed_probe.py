@@ -1,8 +1,12 @@
 """What a feed does to searches at one fixed rate: bench/load.py's steps, without its
 ramp, so that two commits can be compared step for step with the same load.
 
-    .venv/bin/python bench/feed_probe.py [--searches 20] [--feed 40] [--steps 3]
-        [--step-seconds 20] [--data-dir /tmp/bench100k]
+    .venv/bin/python bench/feed_probe.py [--searches 20] [--feed 40 | --burst 5000]
+        [--steps 3] [--step-seconds 20] [--data-dir /tmp/bench100k]
+
+With --burst, the listings arrive at once instead (bench/feed.py delivering them as fast
+as its polls go), and the bench also prints when the last of them was lexically
+searchable (committed) and when the last got its vector, from the burst's start.
 
 A web server and an embedding worker on the bench data (as bench/load.py starts them),
 one warm-up step and one quiet step at --searches a second, then --steps steps at the
@@ -16,6 +20,8 @@ import argparse
 import asyncio
 import itertools
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -25,7 +31,7 @@ from harness import REPO, running
 
 sys.path.insert(0, str(REPO))
 from capacity import feed_skip, query_pool
-from feed import feed_stream
+from feed import FEED_SOURCE, feed_stream
 from load import HEADER, Options, Step, steps
 from stack import add_stack_arguments, prepare, serve, step_probes
 
@@ -34,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--searches", type=float, default=20.0, help="a second")
     parser.add_argument("--feed", type=float, default=40.0, help="listings a second")
+    parser.add_argument("--burst", type=int, default=0, help="listings at once, not a feed")
     parser.add_argument("--steps", type=int, default=3, help="with the feed")
     parser.add_argument("--step-seconds", type=float, default=20.0)
     add_stack_arguments(parser)
@@ -62,10 +69,73 @@ def main() -> None:
         print(HEADER, flush=True)
         run("warm-up", ["warm"])
         run("quiet", ["q"])
+        labels = [f"{'b' if args.burst else 'f'}{n}" for n in range(args.steps)]
+        if args.burst:
+            with (
+                feed_stream(args.burst, 1.0, feed_skip(args.ingest_records)),
+                Arrival(args.burst) as arrival,
+            ):
+                run("burst", labels)
+            print(arrival.report(), flush=True)
+            return
         seconds = args.steps * (args.step_seconds + args.timeout_s) + 30
         with feed_stream(args.feed, seconds, feed_skip(args.ingest_records)) as feed:
-            run("feed", [f"f{n}" for n in range(args.steps)])
+            run("feed", labels)
     print(f"feed: asked {args.feed:.1f}, achieved {feed.rate:.1f} listings/s")
+
+
+class Arrival:
+    """Watches a burst from its start, once a second, from a thread of its own: when the
+    listings table has all of it (lexically searchable: a listing is once committed) and
+    when the active generation has every vector again."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.lexical_s: float | None = None
+        self.vector_s: float | None = None
+        self.waiting = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> "Arrival":
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from django.db import connection
+
+        from ingestion.embedding import DIMENSIONS, MODEL_NAME
+        from ingestion.generations import ensure_active_generation
+        from ingestion.indexing import pending_count
+        from ingestion.models import SourceRecord
+
+        generation = ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
+        burst = SourceRecord.objects.filter(source__name=FEED_SOURCE)
+        try:
+            while not self._stop.wait(1.0):
+                elapsed = time.monotonic() - self._started
+                if self.lexical_s is None and burst.count() >= self.count:
+                    self.lexical_s = elapsed
+                self.waiting = pending_count(generation)
+                if self.lexical_s is not None and self.waiting == 0 and self.vector_s is None:
+                    self.vector_s = elapsed
+        finally:
+            connection.close()
+
+    def report(self) -> str:
+        def seconds(value: float | None) -> str:
+            return f"{value:.0f} s" if value is not None else "not within the steps"
+
+        return (
+            f"burst: {self.count} listings; all lexically searchable after "
+            f"{seconds(self.lexical_s)}, all with vectors after {seconds(self.vector_s)}"
+            f" ({self.waiting} waiting at the end)"
+        )
 
 
 if __name__ == "__main__":

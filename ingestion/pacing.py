@@ -20,6 +20,7 @@ model's, and the lane writing vectors) share one pacer, and with it one share of
 """
 
 import enum
+import json
 import logging
 import threading
 import time
@@ -30,9 +31,9 @@ from functools import cache
 
 import redis
 from django.conf import settings
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
 
-from resilience import search_pressure
+from resilience import redis_keys, search_pressure
 from resilience.redis_clients import breaker_redis_client
 from resilience.search_pressure import Pressure
 
@@ -44,6 +45,10 @@ POLL_S = 0.1
 # The share's smallest value, as a fraction of the policy's: below it only the floor
 # matters.
 SMALLEST_SHARE = 1 / 32
+# The pace is reported when it changes and at least this often while a sweep runs; the
+# report lives a little longer (PACE_TTL_S), so it is gone soon after the sweep ends.
+REPORT_EVERY_S = 2.0
+PACE_TTL_S = 5
 # Read pressure that is unknown: as if searches arrived, none of them slow.
 UNKNOWN = Pressure(float("inf"), 0.0)
 
@@ -54,12 +59,12 @@ class Mode(enum.StrEnum):
     FLOOR = "floor"  # searches arriving: only the floor's progress
 
 
-PACE = Gauge(
-    "ingestion_vector_pace",
-    "1 for the embedding sweep's current pace: full (searches quiet), shared (a share of "
-    "the time beside searches) or floor (only the floor's progress)",
+PACED = Counter(
+    "ingestion_vector_paced",
+    "Listings' vector work (the model's, then the write's) let through by the pacer, by its "
+    "mode then: full (searches quiet), shared (a share of the time beside searches) or "
+    "floor (only the floor's progress)",
     ["mode"],
-    multiprocess_mode="max",
 )
 RESTED = Counter(
     "ingestion_vector_rest_seconds",
@@ -78,6 +83,14 @@ class PacePolicy:
         return cls(settings.EMBED_BUSY_SHARE, settings.EMBED_SLOW_SHARE, settings.EMBED_FLOOR_PER_S)
 
 
+@dataclass(frozen=True)
+class Pace:
+    """What a sweep's pacer last said: its mode and its share of the time."""
+
+    mode: Mode
+    share: float
+
+
 class Pacer:
     def __init__(
         self,
@@ -85,8 +98,11 @@ class Pacer:
         policy: PacePolicy,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        report: Callable[[Pace], None] = lambda pace: None,
     ) -> None:
         self._pressure, self._policy, self._clock, self._sleep = pressure, policy, clock, sleep
+        self._report = report
+        self._reported_at = float("-inf")
         self._lock = threading.Lock()
         self.share = policy.busy_share
         self.mode = Mode.FULL
@@ -117,16 +133,16 @@ class Pacer:
                 pressure = self._read(now)
                 if pressure.quiet:
                     self._credit, self._credit_at = 0.0, now
-                    self._set(Mode.FULL)
+                    self._let_through(Mode.FULL, items)
                     return
                 self._accrue(now, items)
                 if now >= self._rest_until:
                     self._credit = max(0.0, self._credit - items)
-                    self._set(Mode.SHARED)
+                    self._let_through(Mode.SHARED, items)
                     return
                 if self._credit >= items:
                     self._credit -= items
-                    self._set(Mode.FLOOR)
+                    self._let_through(Mode.FLOOR, items)
                     return
                 wait = min(POLL_S, self._rest_until - now)
             RESTED.inc(wait)
@@ -156,11 +172,14 @@ class Pacer:
         self._credit = min(cap, self._credit + (now - self._credit_at) * self._policy.floor_per_s)
         self._credit_at = now
 
-    def _set(self, mode: Mode) -> None:
-        if mode != self.mode:
-            PACE.labels(mode=self.mode.value).set(0)
-            self.mode = mode
-        PACE.labels(mode=mode.value).set(1)
+    def _let_through(self, mode: Mode, items: int) -> None:
+        PACED.labels(mode=mode.value).inc(items)
+        changed = mode != self.mode
+        self.mode = mode
+        now = self._clock()
+        if changed or now - self._reported_at >= REPORT_EVERY_S:
+            self._reported_at = now
+            self._report(Pace(mode, self.share))
 
 
 def read_pressure() -> Pressure:
@@ -172,6 +191,27 @@ def _client(url: str) -> redis.Redis:
     return breaker_redis_client(url, timeout_s=0.05)
 
 
+def report_pace(pace: Pace) -> None:
+    try:
+        value = json.dumps({"mode": pace.mode.value, "share": pace.share})
+        _client(settings.REDIS_URL).set(redis_keys.VECTOR_PACE, value, ex=PACE_TTL_S)
+    except redis.RedisError as exc:  # the ops page says "not known" meanwhile
+        logger.debug("vector pace not reported (%s)", type(exc).__name__)
+
+
+def reported_pace(client: redis.Redis) -> Pace | None:
+    """The pace a sweep reported lately, or None when no sweep runs (or Redis is down)."""
+    try:
+        raw = client.get(redis_keys.VECTOR_PACE)
+    except redis.RedisError:
+        return None
+    if not isinstance(raw, bytes):
+        return None
+    found = json.loads(raw)
+    return Pace(Mode(found["mode"]), float(found["share"]))
+
+
 def sweep_pacer() -> Pacer:
-    """A pacer for one sweep, by the settings and the web processes' published pressure."""
-    return Pacer(read_pressure, PacePolicy.from_settings())
+    """A pacer for one sweep, by the settings and the web processes' published pressure,
+    reporting its pace for the ops page."""
+    return Pacer(read_pressure, PacePolicy.from_settings(), report=report_pace)

@@ -57,7 +57,12 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         section(ops_history.read(window, now))
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
-    context = {"sections": sections, "now": ops_state.read_now(), "at": now}
+    context = {
+        "sections": sections,
+        "now": ops_state.read_now(),
+        "at": now,
+        "floor_per_s": settings.EMBED_FLOOR_PER_S,
+    }
     return render(request, "ops/ops.html", context)
 
 

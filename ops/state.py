@@ -1,7 +1,7 @@
 """What the ops page reads from the shared state when it is loaded, not from the
 roll-ups: it belongs to no process (the active generation, the quarantine, the embedding
-backlog, the vector breaker's shared state, the latest recall guardrail), so every
-process would only repeat it."""
+backlog and the embedding sweep's pace, the vector breaker's shared state, the latest
+recall guardrail), so every process would only repeat it."""
 
 from dataclasses import dataclass
 
@@ -10,8 +10,10 @@ from django.utils import timezone
 
 from ingestion.generations import with_progress
 from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbedding, QuarantinedItem
+from ingestion.pacing import Pace, reported_pace
 from ops.guardrail import Guardrail, latest_guardrail
 from resilience.breaker import State
+from resilience.redis_clients import get_redis
 from retrieval.service import vector_breaker
 
 
@@ -41,6 +43,7 @@ class Now:
     backlog: list[Backlog]
     quarantine: dict[str, int]  # open items by source kind
     guardrail: Guardrail | None
+    pace: Pace | None  # the embedding sweep's, while one runs
 
 
 def read_now() -> Now:
@@ -51,6 +54,7 @@ def read_now() -> Now:
         backlog=_backlog(generation),
         quarantine=_quarantine(),
         guardrail=latest_guardrail(),
+        pace=reported_pace(get_redis()),
     )
 
 

@@ -45,3 +45,6 @@ EMBED_SCHEDULED = "searchsite:embed-scheduled"
 # Search pressure (resilience/search_pressure.py): one field per web process, its searches
 # over its last tenth of a second, read by the embedding sweep's pacer.
 SEARCH_PRESSURE = "searchsite:search-pressure"
+
+# The embedding sweep's pace (ingestion/pacing.py), for the ops page: while a sweep runs.
+VECTOR_PACE = "searchsite:vector-pace"

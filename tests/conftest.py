@@ -218,7 +218,7 @@ def _fresh_search_state() -> None:
     # waiting tasks a test's own timeout would be dropped as queue-full.
     redis.delete(WARMING_QUEUE)
     patterns = ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*")
-    for pattern in (*patterns, "searchsite:search-pressure"):
+    for pattern in (*patterns, "searchsite:search-pressure", "searchsite:vector-pace"):
         keys = list(redis.scan_iter(pattern))
         if keys:
             redis.delete(*keys)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from django.utils import timezone
@@ -17,6 +18,7 @@ from evaluation.models import EvaluationRun, EvaluationSet
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.generations import ensure_active_generation
 from ingestion.models import Listing, QuarantinedItem, Source
+from ingestion.pacing import Mode, Pace, report_pace
 from ops import rollup_writer
 from ops.history import interpolated
 from ops.rollup_writer import RollupWriter
@@ -139,3 +141,21 @@ def test_the_state_now_quarantine_coverage_backlog_and_the_latest_guardrail(
     assert "Open quarantine calendar 2 " in text
     assert "feed 2 " in text  # the vector backlog: two feed listings waiting
     assert "hybrid recall@10 0.900, lexical_fallback recall@10 0.600 (12 queries" in text
+
+
+@pytest.mark.django_db
+def test_the_page_says_when_vector_work_gets_only_its_floor(client: Client) -> None:
+    client.force_login(ops_personas.ops_member())
+
+    def vector_work() -> str:
+        html = client.get("/ops/").content.decode()
+        found = re.search(r'<dd id="vector-pace"[^>]*>(.*?)</dd>', html)
+        assert found is not None
+        return found.group(1)
+
+    assert vector_work() == "no embedding sweep running"
+    report_pace(Pace(Mode.SHARED, 0.25))
+    assert vector_work() == "yielding to searches: at most 25% of the time"
+    report_pace(Pace(Mode.FLOOR, 0.01))
+    floor = f"{settings.EMBED_FLOOR_PER_S:g}"
+    assert vector_work() == f"only its floor, {floor} listings a second: searches need the CPU"
