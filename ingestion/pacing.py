@@ -45,6 +45,12 @@ POLL_S = 0.1
 # The share's smallest value, as a fraction of the policy's: below it only the floor
 # matters.
 SMALLEST_SHARE = 1 / 32
+# The share of slow searches is averaged over about this long; the share halves at most
+# this often (the slices in hand when it halves still end), and grows back from its
+# smallest to the policy's over RECOVER_S.
+SLOW_WINDOW_S = 1.0
+HALVE_EVERY_S = 0.5
+RECOVER_S = 5.0
 # The pace is reported when it changes and at least this often while a sweep runs; the
 # report lives a little longer (PACE_TTL_S), so it is gone soon after the sweep ends.
 REPORT_EVERY_S = 2.0
@@ -104,7 +110,11 @@ class Pacer:
         self._report = report
         self._reported_at = float("-inf")
         self._lock = threading.Lock()
-        self.share = policy.busy_share
+        # A sweep starts cautious, at the smallest share, and earns the rest while searches
+        # stay fast (when they are quiet it runs at full speed whatever the share).
+        self.share = policy.busy_share * SMALLEST_SHARE
+        self._searches = self._slow = 0.0  # a second's averages, a second
+        self._halved_at = float("-inf")
         self.mode = Mode.FULL
         now = clock()
         self._rest_until = now
@@ -158,12 +168,26 @@ class Pacer:
         except (redis.RedisError, ValueError, KeyError) as exc:
             logger.debug("search pressure unreadable (%s): yielding", type(exc).__name__)
             self._last = UNKNOWN
-        busy = self._policy.busy_share
-        if self._last.slow_share > self._policy.slow_share:
-            self.share = max(busy * SMALLEST_SHARE, self.share / 2)
-        elif not self._last.quiet:
-            self.share = min(busy, self.share + busy / 8)
+            return self._last  # the share stays as it was: nothing is known of the searches
+        self._steer(now, self._last)
         return self._last
+
+    def _steer(self, now: float, pressure: Pressure) -> None:
+        """Additive increase, multiplicative decrease, on the share of slow searches over
+        about the last second: halved at most twice a second while more than the policy's
+        share are slow, grown back to the policy's share over RECOVER_S while none are. A
+        poll holds a few searches, so one slow search in it would say little alone."""
+        weight = POLL_S / SLOW_WINDOW_S
+        self._searches += weight * (pressure.searches_per_s - self._searches)
+        slow = pressure.searches_per_s * pressure.slow_share
+        self._slow += weight * (slow - self._slow)
+        busy = self._policy.busy_share
+        if self._searches > 0 and self._slow / self._searches > self._policy.slow_share:
+            if now - self._halved_at >= HALVE_EVERY_S:
+                self._halved_at = now
+                self.share = max(busy * SMALLEST_SHARE, self.share / 2)
+        elif not pressure.quiet:
+            self.share = min(busy, self.share + busy * POLL_S / RECOVER_S)
 
     def _accrue(self, now: float, items: int) -> None:
         # At most one slice's worth, or one second's, is kept: a quiet spell's credit would

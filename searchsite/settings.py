@@ -211,14 +211,16 @@ EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 128)
 EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
 # Vector work yields to searches (ingestion/pacing.py). While searches arrive, the model and
 # the vectors' writes run in slices of EMBED_PACE_SLICE texts or rows, working at most
-# EMBED_BUSY_SHARE of the time, halved while more than EMBED_SLOW_SHARE of searches take
-# longer than SEARCH_PRESSURE_SLOW_MS, and never fewer than EMBED_FLOOR_PER_S listings a
-# second. These are first values: docs/reliability.md says which have been measured.
+# EMBED_BUSY_SHARE of the time: the share starts small, halves while more than
+# EMBED_SLOW_SHARE of the last second's searches took longer than SEARCH_PRESSURE_SLOW_MS
+# (the vector budget), grows back while none did, and never lets fewer than
+# EMBED_FLOOR_PER_S listings a second through. First values: docs/reliability.md ("Vector
+# work beside searches") has what has been measured of them.
 EMBED_PACE_SLICE = env_int("EMBED_PACE_SLICE", 16)
 EMBED_BUSY_SHARE = env_float("EMBED_BUSY_SHARE", 0.5)
 EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
-SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 50.0)
+SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
 # /healthz fails while a listing has waited longer than this for its embedding: twice the
 # vector lag objective (p95 30 s, bench/ingest.py).
 VECTOR_LAG_MAX_S = env_float("VECTOR_LAG_MAX_S", 60.0)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending
-from ingestion.pacing import POLL_S, Mode, PacePolicy, Pacer
+from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer
 from ingestion.upsert import apply_draft
 from resilience.search_pressure import QUIET, Pressure
 from tests.factories import FakeClock, draft, source
@@ -62,7 +62,7 @@ def test_while_searches_are_quiet_the_sweep_never_rests() -> None:
     assert len(work.starts) == pytest.approx(10.0 / SLICE_S, abs=1)
 
 
-def test_searches_arriving_halve_the_sweep_within_a_second_and_their_end_restores_it() -> None:
+def test_searches_arriving_slow_the_sweep_within_a_second_and_their_end_restores_it() -> None:
     work = Work()
     work.run_until(5.0)
     work.signal = BUSY
@@ -72,8 +72,10 @@ def test_searches_arriving_halve_the_sweep_within_a_second_and_their_end_restore
     first_rest_by = min(at for at in work.starts if at > signalled) - signalled
     assert first_rest_by <= POLL_S + 2 * SLICE_S < 1.0
     assert work.mode() == Mode.SHARED
-    busy_rate = work.items_between(6.0, 15.0) / 9.0
+    # It starts cautious and earns the policy's share over RECOVER_S while no search is slow.
     full_rate = SLICE / SLICE_S
+    assert work.items_between(5.5, 6.5) < full_rate * POLICY.busy_share / 2
+    busy_rate = work.items_between(5.0 + RECOVER_S + 1, 15.0) / (15.0 - 5.0 - RECOVER_S - 1)
     assert busy_rate == pytest.approx(full_rate * POLICY.busy_share, rel=0.1)
 
     work.signal = QUIET

@@ -108,6 +108,12 @@ def test_web_listens_beyond_loopback_and_publishes_only_on_it() -> None:
     assert all(port.startswith("127.0.0.1:") for port in web["ports"])
 
 
+def test_the_embedding_worker_weighs_less_than_web_when_both_want_the_cpu() -> None:
+    services = _services()
+    web_weight = services["web"].get("cpu_shares", 1024)  # cgroups' default weight
+    assert services["embed-worker"]["cpu_shares"] * 2 <= web_weight
+
+
 def test_each_worker_health_check_pings_that_worker() -> None:
     services = _services()
     for worker in supervisor.WORKERS:
