@@ -31,6 +31,20 @@ REUSED = Counter(
     ["generation_state"],
 )
 
+# The embedding sweep's pacer (ingestion/pacing.py): listings let through by its mode then,
+# and the time it rested to leave the CPU to searches.
+VECTOR_PACED = Counter(
+    "ingestion_vector_paced",
+    "Listings' vector work (the model's, then the write's) let through by the pacer, by its "
+    "mode then: full (searches quiet), shared (a share of the time beside searches) or "
+    "floor (only the floor's progress)",
+    ["mode"],
+)
+VECTOR_RESTED = Counter(
+    "ingestion_vector_rest_seconds",
+    "Seconds the embedding sweep rested to leave the CPU to searches",
+)
+
 
 def record_outcomes(kind: str, counts: Counts) -> None:
     for outcome in Outcome:

@@ -31,8 +31,8 @@ from functools import cache
 
 import redis
 from django.conf import settings
-from prometheus_client import Counter
 
+from ingestion import metrics
 from resilience import redis_keys, search_pressure
 from resilience.redis_clients import breaker_redis_client
 from resilience.search_pressure import Pressure
@@ -63,19 +63,6 @@ class Mode(enum.StrEnum):
     FULL = "full"  # searches quiet
     SHARED = "shared"  # searches arriving: a share of the time
     FLOOR = "floor"  # searches arriving: only the floor's progress
-
-
-PACED = Counter(
-    "ingestion_vector_paced",
-    "Listings' vector work (the model's, then the write's) let through by the pacer, by its "
-    "mode then: full (searches quiet), shared (a share of the time beside searches) or "
-    "floor (only the floor's progress)",
-    ["mode"],
-)
-RESTED = Counter(
-    "ingestion_vector_rest_seconds",
-    "Seconds the embedding sweep rested to leave the CPU to searches",
-)
 
 
 @dataclass(frozen=True)
@@ -155,7 +142,7 @@ class Pacer:
                     self._let_through(Mode.FLOOR, items)
                     return
                 wait = min(POLL_S, self._rest_until - now)
-            RESTED.inc(wait)
+            metrics.VECTOR_RESTED.inc(wait)
             self._sleep(wait)
 
     def _read(self, now: float) -> Pressure:
@@ -197,7 +184,7 @@ class Pacer:
         self._credit_at = now
 
     def _let_through(self, mode: Mode, items: int) -> None:
-        PACED.labels(mode=mode.value).inc(items)
+        metrics.VECTOR_PACED.labels(mode=mode.value).inc(items)
         changed = mode != self.mode
         self.mode = mode
         now = self._clock()
