@@ -7,14 +7,16 @@ again from the start, and content hashes make every item land exactly once.
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from ingestion import metrics
-from ingestion.drafts import BadItem, ParseResult, PayloadError
+from ingestion.drafts import BadItem, ListingDraft, ParseResult, PayloadError
 from ingestion.models import Poll, QuarantinedItem, Source
+from ingestion.pacing import payload_pacer
 from ingestion.planner_statistics import analyse_listings_if_outgrown
-from ingestion.upsert import Counts, Outcome, apply_drafts
+from ingestion.upsert import Applied, Counts, Outcome, apply_drafts
 
 
 def apply_parse_result(
@@ -34,7 +36,7 @@ def apply_parse_result(
         poll = Poll.objects.create(
             source=source, started_at=started_at, finished_at=started_at, status=Poll.Status.OK
         )
-        applied = apply_drafts(source, result.drafts, fetched_at)
+        applied = _paced(source, result.drafts, fetched_at)
         for draft, item in zip(result.drafts, applied, strict=True):
             counts.add(item.outcome)
             if report is not None:
@@ -55,6 +57,21 @@ def apply_parse_result(
         touched = {item.listing_id for item in applied if item.listing_id is not None}
         transaction.on_commit(lambda: _after_commit(source.kind, touched, fetched_at, counts))
     return poll
+
+
+def _paced(source: Source, drafts: Sequence[ListingDraft], fetched_at: datetime) -> list[Applied]:
+    """`apply_drafts` in chunks, each when the searches' pressure lets it (a large payload
+    applied at once held a core and the listings' indexes through a burst's first seconds:
+    503s at the door, most searches falling back). One transaction still: a later chunk
+    sees what an earlier one wrote, as a later round does."""
+    pacer = payload_pacer()
+    step = settings.INGEST_PACE_CHUNK
+    applied: list[Applied] = []
+    for start in range(0, len(drafts), step):
+        part = drafts[start : start + step]
+        with pacer.slice(len(part)):
+            applied += apply_drafts(source, part, fetched_at)
+    return applied
 
 
 def reject_payload(source: Source, error: PayloadError, *, started_at: datetime) -> Poll:

@@ -31,18 +31,20 @@ REUSED = Counter(
     ["generation_state"],
 )
 
-# The embedding sweep's pacer (ingestion/pacing.py): listings let through by its mode then,
-# and the time it rested to leave the CPU to searches.
-VECTOR_PACED = Counter(
-    "ingestion_vector_paced",
-    "Listings' vector work (the model's, then the write's) let through by the pacer, by its "
-    "mode then: full (searches quiet), shared (a share of the time beside searches) or "
-    "floor (only the floor's progress)",
-    ["mode"],
+# The pacers (ingestion/pacing.py): listings whose work (their vectors, or a payload's
+# listings themselves) each let through, by its mode then, and the time each rested to
+# leave the CPU to searches.
+PACED = Counter(
+    "ingestion_paced",
+    "Listings let through by a pacer, by the work (vectors: the model's, then the write's; "
+    "listings: a payload's) and its mode then: full (searches quiet), shared (a share of "
+    "the time beside searches) or floor (only the floor's progress)",
+    ["work", "mode"],
 )
-VECTOR_RESTED = Counter(
-    "ingestion_vector_rest_seconds",
-    "Seconds the embedding sweep rested to leave the CPU to searches",
+PACED_REST = Counter(
+    "ingestion_paced_rest_seconds",
+    "Seconds a pacer rested its work to leave the CPU to searches",
+    ["work"],
 )
 
 

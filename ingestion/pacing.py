@@ -67,13 +67,26 @@ class Mode(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PacePolicy:
-    busy_share: float  # the most of the time the sweep works while searches arrive
-    slow_share: float  # past this share of slow searches, the sweep's share halves
+    busy_share: float  # the most of the time the work runs while searches arrive
+    slow_share: float  # past this share of slow searches, the work's share halves
     floor_per_s: float  # listings a second, whatever the pressure
+    # The share it starts at, of busy_share: the vector sweep starts cautious, at the
+    # smallest, and earns the rest while searches stay fast; a payload's listings, whose
+    # lexical freshness is measured in seconds, start at the whole of it.
+    start: float = SMALLEST_SHARE
 
     @classmethod
-    def from_settings(cls) -> "PacePolicy":
+    def for_vectors(cls) -> "PacePolicy":
         return cls(settings.EMBED_BUSY_SHARE, settings.EMBED_SLOW_SHARE, settings.EMBED_FLOOR_PER_S)
+
+    @classmethod
+    def for_listings(cls) -> "PacePolicy":
+        return cls(
+            settings.INGEST_BUSY_SHARE,
+            settings.EMBED_SLOW_SHARE,
+            settings.INGEST_FLOOR_PER_S,
+            start=1.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -92,14 +105,15 @@ class Pacer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         report: Callable[[Pace], None] = lambda pace: None,
+        work: str = "vectors",
     ) -> None:
+        self._work = work  # the metrics' label: "vectors" or "listings"
         self._pressure, self._policy, self._clock, self._sleep = pressure, policy, clock, sleep
         self._report = report
         self._reported_at = float("-inf")
         self._lock = threading.Lock()
-        # A sweep starts cautious, at the smallest share, and earns the rest while searches
-        # stay fast (when they are quiet it runs at full speed whatever the share).
-        self.share = policy.busy_share * SMALLEST_SHARE
+        # When searches are quiet the work runs at full speed, whatever the share.
+        self.share = policy.busy_share * policy.start
         self._searches = self._slow = 0.0  # a second's averages, a second
         self._halved_at = float("-inf")
         self.mode = Mode.FULL
@@ -142,7 +156,7 @@ class Pacer:
                     self._let_through(Mode.FLOOR, items)
                     return
                 wait = min(POLL_S, self._rest_until - now)
-            metrics.VECTOR_RESTED.inc(wait)
+            metrics.PACED_REST.labels(work=self._work).inc(wait)
             self._sleep(wait)
 
     def _read(self, now: float) -> Pressure:
@@ -184,7 +198,7 @@ class Pacer:
         self._credit_at = now
 
     def _let_through(self, mode: Mode, items: int) -> None:
-        metrics.VECTOR_PACED.labels(mode=mode.value).inc(items)
+        metrics.PACED.labels(work=self._work, mode=mode.value).inc(items)
         changed = mode != self.mode
         self.mode = mode
         now = self._clock()
@@ -225,4 +239,10 @@ def reported_pace(client: redis.Redis) -> Pace | None:
 def sweep_pacer() -> Pacer:
     """A pacer for one sweep, by the settings and the web processes' published pressure,
     reporting its pace for the ops page."""
-    return Pacer(read_pressure, PacePolicy.from_settings(), report=report_pace)
+    return Pacer(read_pressure, PacePolicy.for_vectors(), report=report_pace)
+
+
+def payload_pacer() -> Pacer:
+    """A pacer for one payload's listings (a poll, an upload, the editorial API,
+    `manage.py ingest`)."""
+    return Pacer(read_pressure, PacePolicy.for_listings(), work="listings")

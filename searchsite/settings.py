@@ -221,6 +221,13 @@ EMBED_BUSY_SHARE = env_float("EMBED_BUSY_SHARE", 0.5)
 EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
 SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
+# A payload's listings (a poll, an upload, the editorial API) are applied in chunks of
+# INGEST_PACE_CHUNK drafts, in its one transaction, paced like the vectors but starting at
+# INGEST_BUSY_SHARE, never slower than INGEST_FLOOR_PER_S (a 5,000-listing burst within
+# 10 s). First values, as above.
+INGEST_PACE_CHUNK = env_int("INGEST_PACE_CHUNK", 250)
+INGEST_BUSY_SHARE = env_float("INGEST_BUSY_SHARE", 0.5)
+INGEST_FLOOR_PER_S = env_float("INGEST_FLOOR_PER_S", 500.0)
 # /healthz fails while a listing has waited longer than this for its embedding: twice the
 # vector lag objective (p95 30 s, bench/ingest.py).
 VECTOR_LAG_MAX_S = env_float("VECTOR_LAG_MAX_S", 60.0)

@@ -4,16 +4,20 @@ signal and resuming within one poll of its end, and the floor's progress under p
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
 import time
+from typing import Any
 
 import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
+from pytest_django.fixtures import Settings
 
-from ingestion import generations
+from ingestion import batches, generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending
+from ingestion.models import Listing, Poll
 from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer
+from ingestion.polling import ingest_payload
 from ingestion.upsert import apply_draft
 from resilience.search_pressure import QUIET, Pressure
 from tests.factories import FakeClock, draft, source
@@ -151,3 +155,53 @@ def test_a_sweep_under_pressure_that_never_ends_still_embeds_everything_at_the_f
     # It yielded, and no longer than the floor allows: 40 listings embedded, then 40
     # written, at 8 a second each, is ten seconds of rests at most (and a poll's margin).
     assert 1.0 <= sum(slept) <= 2 * 40 / policy.floor_per_s + 1
+
+
+def _feed(items: int) -> bytes:
+    entries = "".join(
+        f"<item><title>Organ recital {n}</title><guid>recital-{n}</guid></item>"
+        for n in range(items)
+    )
+    return (
+        f'<?xml version="1.0"?><rss version="2.0"><channel><title>Hall</title>{entries}'.encode()
+        + (b"</channel></rss>")
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("pressure", "rests"), [(QUIET, False), (BUSY, True)])
+def test_a_large_payload_is_applied_in_chunks_resting_only_while_searches_arrive(
+    pressure: Pressure, rests: bool, monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    settings.INGEST_PACE_CHUNK = 100
+    offset = FakeClock(0.0)
+    slept: list[float] = []
+    chunks: list[int] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        offset.advance(seconds)
+
+    def pacer() -> Pacer:
+        made = Pacer(
+            lambda: pressure,
+            PacePolicy(busy_share=0.5, slow_share=0.01, floor_per_s=100.0, start=1.0),
+            clock=lambda: time.monotonic() + offset(),
+            sleep=sleep,
+            work="listings",
+        )
+        admit = made.slice
+
+        def counted(items: int) -> Any:
+            chunks.append(items)
+            return admit(items)
+
+        made.slice = counted  # type: ignore[method-assign]
+        return made
+
+    monkeypatch.setattr(batches, "payload_pacer", pacer)
+    poll = ingest_payload(source(), _feed(250), started_at=timezone.now())
+    assert (poll.status, poll.new) == (Poll.Status.OK, 250)
+    assert chunks == [100, 100, 50]
+    assert Listing.objects.filter(title__startswith="Organ recital").count() == 250
+    assert (sum(slept) > 0) is rests
