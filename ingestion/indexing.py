@@ -297,8 +297,11 @@ def _claim(row: tuple[Any, ...]) -> _Claim:  # a DB row of mixed types
 
 
 def _store(claims: list[_Claim], vectors: np.ndarray, pacer: Pacer | None = None) -> list[_Claim]:
-    """Upsert the vectors of the claims whose listings may have them (`STORABLE`), in
-    slices, each when `pacer` lets it (each row an HNSW insert); returns those claims."""
+    """Upsert the vectors of the claims whose listings may have them (`STORABLE`); returns
+    those claims. The writes (each an HNSW insert) never rest: from `STORABLE` to the
+    commit the listings are locked FOR SHARE, and a poll changing one would wait out the
+    rest. Their time is charged to `pacer` instead, so the model's next slice rests for it."""
+    started = time.monotonic()
     now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(STORABLE, [sorted({c.listing_id for c in claims})])
@@ -308,10 +311,10 @@ def _store(claims: list[_Claim], vectors: np.ndarray, pacer: Pacer | None = None
             (c.listing_id, c.generation_id, Vector(v).to_text(), c.content_version, now, c.digest)
             for c, v in kept
         ]
-        for part in _slices(rows):
-            with _paced(pacer, len(part)):
-                cursor.executemany(UPSERT, part)
+        cursor.executemany(UPSERT, rows)
         cursor.execute(SETTLE_STORED, [sorted({c.listing_id for c, _ in kept})])
+    if pacer is not None:
+        pacer.charge(time.monotonic() - started)
     return [c for c, _ in kept]
 
 

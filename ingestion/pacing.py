@@ -1,9 +1,8 @@
 """Vector work yields to searches: the arbiter between the embedding sweep and the search
 pressure the web processes publish (resilience/search_pressure.py).
 
-The sweep's two kinds of work, the model's and the vectors' writes (each an HNSW insert on
-pages the vector searches read), run in slices of a few texts or rows, and each slice asks
-the pacer first:
+Work goes in slices (the sweep's model work, a few texts at a time; a payload's listings,
+a chunk of drafts at a time), and each slice asks the pacer first:
 - searches quiet (none admitted in the last few tenths of a second, or no web process):
   the slice runs at once, the sweep at full speed;
 - searches arriving: the sweep works at most `share` of the time, resting after each slice
@@ -15,8 +14,10 @@ An unreadable pressure (Redis down) counts as searches arriving: searches first,
 floor still holds.
 
 The pacer only waits between slices, so it backs off within one slice's time (a tenth of a
-second or so) and resumes within one poll of the pressure. Both of the sweep's threads (the
-model's, and the lane writing vectors) share one pacer, and with it one share of the time.
+second or so) and resumes within one poll of the pressure. Work that must not wait where
+it runs (the sweep's vector writes, HNSW inserts on pages the vector searches read, done
+while their listings are locked) is charged to the pacer instead: the next slice rests
+for it, so the share covers both of the sweep's threads.
 """
 
 import enum
@@ -132,10 +133,15 @@ class Pacer:
         self._admit(items)
         started = self._clock()
         yield
-        took = self._clock() - started
+        self.charge(self._clock() - started)
+
+    def charge(self, seconds: float) -> None:
+        """Count work that ran without asking (it could not wait where it ran) against the
+        share: the next slice rests for it."""
         with self._lock:
             if self.mode != Mode.FULL:
-                self._rest_until = self._clock() + took * (1 - self.share) / self.share
+                start = max(self._rest_until, self._clock())
+                self._rest_until = start + seconds * (1 - self.share) / self.share
 
     def _admit(self, items: int) -> None:
         while True:

@@ -209,8 +209,8 @@ WORKER_HEARTBEAT_MAX_AGE_S = env_float("WORKER_HEARTBEAT_MAX_AGE_S", 45.0)
 # Embeddings
 EMBED_BATCH_SIZE = env_int("EMBED_BATCH_SIZE", 128)
 EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
-# Vector work yields to searches (ingestion/pacing.py). While searches arrive, the model and
-# the vectors' writes run in slices of EMBED_PACE_SLICE texts or rows, working at most
+# Vector work yields to searches (ingestion/pacing.py). While searches arrive, the model runs
+# in slices of EMBED_PACE_SLICE texts (the vectors' writes are charged to the next), at most
 # EMBED_BUSY_SHARE of the time: the share starts small, halves while more than
 # EMBED_SLOW_SHARE of the last second's searches took longer than SEARCH_PRESSURE_SLOW_MS
 # (the vector budget), grows back while none did, and never lets fewer than

@@ -205,3 +205,15 @@ def test_a_large_payload_is_applied_in_chunks_resting_only_while_searches_arrive
     assert chunks == [100, 100, 50]
     assert Listing.objects.filter(title__startswith="Organ recital").count() == 250
     assert (sum(slept) > 0) is rests
+
+
+def test_work_that_ran_without_asking_is_charged_to_the_next_slice() -> None:
+    """The sweep's vector writes never rest (their listings are locked meanwhile): their
+    time is charged, and the model's next slice rests for it at the share, or until the
+    floor lets it through (without the charge it would rest one slice's time)."""
+    work = Work(BUSY)
+    work.run_until(10.0)  # past the ramp: the policy's share, 0.5
+    rested = work.rested
+    work.pacer.charge(2.0)
+    work.run_until(work.clock() + SLICE_S)
+    assert work.rested - rested >= SLICE / POLICY.floor_per_s - POLL_S > SLICE_S
