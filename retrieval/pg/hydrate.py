@@ -15,6 +15,7 @@ from functools import cache
 
 from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
+from retrieval.pg.pool import numbered, prepare_when_used
 from retrieval.pg.statement import LISTINGS_TAG, fetch_with_local_settings
 from retrieval.query.filters import (
     Shape,
@@ -93,6 +94,9 @@ class ListingView:
     more_dates: int = 0
 
 
+_PARAMETERS = ("ids", "text", "k", "offset", "audience")
+
+
 @cache
 def _statement(of: Shape, by_date: bool) -> str:
     return _LISTINGS.format(
@@ -103,6 +107,16 @@ def _statement(of: Shape, by_date: bool) -> str:
         occurrences_order=occurrence_order(of),
         dates=DATES_SHOWN,
     )
+
+
+@cache
+def _prepared(of: Shape, by_date: bool, filters: tuple[str, ...]) -> tuple[str, str]:
+    """The statement's name and EXECUTE text, prepared by a connection the first time it
+    runs it: planning it was 0.25 ms of the 0.75 ms it took at 100,000 listings."""
+    name = f"searchsite_listings_{of.key}{int(by_date)}"
+    body, execute = numbered(name, _statement(of, by_date), _PARAMETERS + filters)
+    prepare_when_used(name, body)
+    return name, execute
 
 
 async def hydrate(
@@ -121,18 +135,15 @@ async def hydrate(
     when the deadline passes first."""
     if not ids:
         return []
+    of, bound = shape(filters), parameters(filters)
     rows = await fetch_with_local_settings(
         LISTINGS_TAG,
-        _statement(shape(filters), by_date),
-        {
-            "ids": ids,
-            "text": text,
-            "k": k,
-            "offset": offset,
-            "audience": audience,
-            **parameters(filters),
-        },
+        _statement(of, by_date),
+        {"ids": ids, "text": text, "k": k, "offset": offset, "audience": audience, **bound},
         deadline,
+        # Its plan depends on no value: the ranking's ids are an array of unknown length.
+        local={"plan_cache_mode": "force_generic_plan"},
+        prepared=_prepared(of, by_date, tuple(sorted(bound))),
     )
     return [_view(*row) for row in rows]
 

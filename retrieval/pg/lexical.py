@@ -30,13 +30,12 @@ judged collection's documents are never a public search's candidates, nor its sp
 corrections (the vocabulary is of public listings only), nor in its statistics.
 """
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
 from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
-from retrieval.pg.pool import prepare_on_connect, prepare_when_used
+from retrieval.pg.pool import numbered, prepare_on_connect, prepare_when_used
 from retrieval.pg.statement import LEXICAL_TAG, fetch_with_local_settings
 from retrieval.query.filters import (
     DEFAULT_SHAPE,
@@ -192,20 +191,11 @@ _ANY_OF = "to_tsquery('english', %(text)s)"
 _PARAMETERS = ("text", "pool", "limit", "audience", "relax_below", "excluded", "exact_first")
 
 
-def _numbered(name: str, statement: str, parameters: tuple[str, ...]) -> tuple[str, str]:
-    """`statement` with its named parameters numbered, and the EXECUTE text of `name`
-    that stands in for it."""
-    body = statement
-    for position, parameter in enumerate(parameters, start=1):
-        body = body.replace(f"%({parameter})s", f"${position}")
-    return body, f"EXECUTE {name}({', '.join(f'%({p})s' for p in parameters)})"
-
-
 def _prepare(number: int, statement: str) -> tuple[str, str]:
     """Have every pooled connection prepare `statement`; its name and the EXECUTE text
     that stands in for it."""
     name = f"searchsite_lexical_{number}"
-    body, execute = _numbered(name, statement, _PARAMETERS)
+    body, execute = numbered(name, statement, _PARAMETERS)
     prepare_on_connect(name, "(text, int, int, text, int, text, boolean)", body)
     return name, execute
 
@@ -273,9 +263,8 @@ def _prepared_for(tsquery: str, of: Shape, filters: tuple[str, ...]) -> tuple[st
     a connection the first time it runs it: up to 2 x 2^7 of them, too many for every
     connection to prepare when it opens. Sent as text, one was planned at each search."""
     number = list(_PREPARED).index(tsquery)
-    key = "".join("1" if value else "0" for value in dataclasses.astuple(of))
-    name = f"searchsite_lexical_{number}_{key}"
-    body, execute = _numbered(name, _statements(of=of)[tsquery], _PARAMETERS + filters)
+    name = f"searchsite_lexical_{number}_{of.key}"
+    body, execute = numbered(name, _statements(of=of)[tsquery], _PARAMETERS + filters)
     prepare_when_used(name, body)
     return name, execute
 

@@ -68,6 +68,15 @@ def prepare_when_used(name: str, body: str) -> None:
     _when_used[name] = f"PREPARE {name} AS {body}"
 
 
+def numbered(name: str, statement: str, parameters: tuple[str, ...]) -> tuple[str, str]:
+    """`statement` with its named parameters numbered, to prepare as `name`, and the
+    EXECUTE text that stands in for it."""
+    body = statement
+    for position, parameter in enumerate(parameters, start=1):
+        body = body.replace(f"%({parameter})s", f"${position}")
+    return body, f"EXECUTE {name}({', '.join(f'%({p})s' for p in parameters)})"
+
+
 def has_prepared(conn: AsyncConnection, name: str) -> bool:
     """Whether `conn` has prepared `name` (see `prepare_on_connect`)."""
     return _prepared.get(conn, {}).get(name, False)

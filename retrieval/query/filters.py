@@ -7,7 +7,7 @@ on its values, which are bound parameters: there are few shapes, each text is bu
 parameters at all, so the lexical statements stay prepared on every connection."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import datetime
 from functools import cache
 from zoneinfo import ZoneInfo
@@ -73,6 +73,11 @@ class Shape:
     undated: bool
     venue: bool
     kinds: bool
+
+    @property
+    def key(self) -> str:
+        """The shape in a name's characters: one digit per condition."""
+        return "".join("1" if value else "0" for value in astuple(self))
 
 
 def shape(filters: SearchFilters) -> Shape:

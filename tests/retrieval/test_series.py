@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.test import AsyncClient
 from django.utils import timezone
+from psycopg import AsyncClientCursor
 
 from ingestion import generations
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
@@ -21,7 +22,11 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, ListingEmbedding, Source
 from ingestion.parsers.calendar import parse_calendar
 from ingestion.upsert import apply_drafts
+from retrieval.bounds.deadline import Deadline
+from retrieval.pg import hydrate as pg_hydrate
+from retrieval.pg.hydrate import hydrate
 from retrieval.pg.pool import get_pool
+from retrieval.types import DEFAULT_FILTERS, DateFilter, SearchFilters
 from tests.conftest import first_search_answered
 from tests.factories import draft, source
 from tests.search_fixtures import search_json
@@ -252,3 +257,38 @@ async def test_of_two_equally_relevant_series_the_one_whose_next_date_is_sooner_
         ("Harpsichord hour", first + timedelta(days=8)),
         ("Harpsichord hour", first + 2 * WEEK),
     ]
+
+
+async def test_the_listings_statement_runs_prepared_and_answers_as_its_text(
+    listed: dict[str, datetime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [pk async for pk in Listing.objects.order_by("pk").values_list("pk", flat=True)]
+    tomorrow = listed["in_progress"] + timedelta(days=1)
+    later = DateFilter(
+        ends_after=tomorrow, starts_before=None, not_ended=False, ended=False, undated=False
+    )
+    sent: list[str] = []
+    execute = AsyncClientCursor.execute
+
+    async def recording(cursor: AsyncClientCursor[Any], text: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(text))
+        return await execute(cursor, text, *args, **kw)
+
+    for filters, by_date in ((DEFAULT_FILTERS, False), (SearchFilters(dates=later), True)):
+        with monkeypatch.context() as patched:
+            patched.setattr(AsyncClientCursor, "execute", recording)
+            runs = [
+                await hydrate(
+                    ids, "blues", 10, Deadline.after(2000), filters=filters, by_date=by_date
+                )
+                for _ in range(2)
+            ]
+            patched.setattr(pg_hydrate, "_prepared", lambda *_: None)
+            as_text = await hydrate(
+                ids, "blues", 10, Deadline.after(2000), filters=filters, by_date=by_date
+            )
+        # The series shows its dates from the window on, as the statement's text does.
+        assert runs == [as_text] * 2
+        assert SERIES in [view.title for view in as_text]
+        assert all("EXECUTE searchsite_listings_" in text for text in sent[-3:-1])
+        assert "EXECUTE" not in sent[-1]
