@@ -13,6 +13,7 @@ the batch in hand), and prints one JSON line: records sent, seconds, achieved ra
 """
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -23,6 +24,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +41,11 @@ TICKS_PER_S = 4  # a steady stream, not one burst a second
 
 FEED_SOURCE = "bench load feed"
 STALL_SOURCE = "bench stall stream"  # bench/faults_warming.py's listings during a stall
+# A burst's sources (`burst`): venue calendars and publisher feeds, as polls bring them.
+BURST_SOURCES = {"calendar": "bench burst calendars", "feed": "bench burst feeds"}
+# Events a venue calendar holds, items a feed carries: the shared corpora's larger ones.
+CALENDAR_EVENTS = 250
+FEED_ITEMS = 100
 
 
 @dataclass
@@ -61,7 +69,8 @@ def remove_bench_sources() -> None:
     from ingestion.models import Source
 
     removed = False
-    for source in Source.objects.filter(name__in=(FEED_SOURCE, STALL_SOURCE)) | (
+    names = (FEED_SOURCE, STALL_SOURCE, *BURST_SOURCES.values())
+    for source in Source.objects.filter(name__in=names) | (
         Source.objects.filter(name__startswith="bench one payload")
     ):
         remove_stream(source)
@@ -140,12 +149,117 @@ def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threadi
     return sent
 
 
+@contextmanager
+def burst(count: int, skip: int) -> Iterator[list[int]]:
+    """`count` listings arriving at once while the block runs, half as venue calendars and
+    half as publisher feeds, each payload parsed and applied as its poll would be, one
+    after another as fast as they go, by bench/feed.py --burst in a process of its own.
+    Yields the burst's source ids; waits for the last payload at the end, then removes
+    the burst's listings."""
+    from ingestion.models import Source
+
+    remove_bench_sources()
+    sources = {
+        kind: Source.objects.create(name=name, kind=kind, active=False)
+        for kind, name in BURST_SOURCES.items()
+    }
+    argv = [sys.executable, str(REPO / "bench" / "feed.py"), f"--burst={count}",
+            f"--calendar-source-id={sources['calendar'].pk}",
+            f"--feed-source-id={sources['feed'].pk}", f"--skip={skip}"]  # fmt: skip
+    process = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ))
+    try:
+        yield [source.pk for source in sources.values()]
+    finally:
+        process.wait(timeout=600)
+        remove_bench_sources()
+        if process.returncode != 0:
+            raise SystemExit(f"the burst exited with {process.returncode}")
+
+
+def _calendar(events: list[dict[str, object]], first: int, starts: datetime) -> bytes:
+    """A venue calendar: a VEVENT per record, a week apart in turn across eight weeks."""
+    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//searchsite bench//EN"]
+    for number, event in enumerate(events, start=first):
+        start = starts + timedelta(days=number % 56, hours=number % 5)
+        lines += [
+            "BEGIN:VEVENT",
+            f"UID:{event['id']}@bench.invalid",
+            f"DTSTAMP:{starts:%Y%m%dT%H%M%SZ}",
+            f"DTSTART:{start:%Y%m%dT%H%M%SZ}",
+            f"DTEND:{start + timedelta(hours=2):%Y%m%dT%H%M%SZ}",
+            f"SUMMARY:{_ics_text(str(event['title']))}",
+            f"LOCATION:{_ics_text(str(event['venue']))}",
+            f"DESCRIPTION:{_ics_text(str(event['description']))}",
+            "END:VEVENT",
+        ]
+    return "\r\n".join([*lines, "END:VCALENDAR", ""]).encode()
+
+
+def _ics_text(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace(";", "\\;").replace(",", "\\,")
+    return escaped.replace("\n", "\\n")
+
+
+def _rss(items: list[dict[str, object]], first: int, starts: datetime) -> bytes:
+    """A publisher's RSS feed, each item an event (the ev: extension's dates and place)."""
+    out = [
+        '<?xml version="1.0" encoding="utf-8"?>',
+        '<rss version="2.0" xmlns:ev="http://purl.org/rss/1.0/modules/event/"><channel>',
+        "<title>Bench listings</title><link>https://bench.invalid/</link>",
+    ]
+    for number, item in enumerate(items, start=first):
+        start = starts + timedelta(days=number % 56, hours=number % 5)
+        out.append(
+            f"<item><title>{escape(str(item['title']))}</title>"
+            f"<link>https://bench.invalid/{item['id']}</link><guid>{item['id']}</guid>"
+            f"<description>{escape(str(item['description']))}</description>"
+            f"<ev:startdate>{start.isoformat()}</ev:startdate>"
+            f"<ev:enddate>{(start + timedelta(hours=2)).isoformat()}</ev:enddate>"
+            f"<ev:location>{escape(str(item['venue']))}</ev:location></item>"
+        )
+    return "".join([*out, "</channel></rss>"]).encode()
+
+
+def deliver_burst(calendar_id: int, feed_id: int, count: int, skip: int) -> None:
+    from django.utils import timezone
+
+    from ingestion.models import Source
+    from ingestion.polling import ingest_payload
+    from ingestion.tasks import schedule_embedding
+
+    data_dir = SHARED_DATA if SHARED_DATA.exists() else None
+    pool = records(skip + count, data_dir)[skip:]
+    starts = timezone.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=1)
+    half = count // 2
+    calendars = [
+        (
+            calendar_id,
+            "venue.ics",
+            _calendar(pool[at : min(at + CALENDAR_EVENTS, half)], at, starts),
+        )
+        for at in range(0, half, CALENDAR_EVENTS)
+    ]
+    feeds = [
+        (feed_id, "feed.xml", _rss(pool[at : min(at + FEED_ITEMS, count)], at, starts))
+        for at in range(half, count, FEED_ITEMS)
+    ]
+    # Calendars and feeds interleaved, as their polls come due.
+    payloads = [p for pair in itertools.zip_longest(calendars, feeds) for p in pair if p]
+    sources = {pk: Source.objects.get(pk=pk) for pk in (calendar_id, feed_id)}
+    for source_id, hint, payload in payloads:
+        ingest_payload(sources[source_id], payload, started_at=timezone.now(), name_hint=hint)
+        schedule_embedding()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source-id", type=int, required=True)
-    parser.add_argument("--rate", type=float, required=True, help="records per second")
-    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--source-id", type=int)
+    parser.add_argument("--rate", type=float, help="records per second")
+    parser.add_argument("--seconds", type=float)
     parser.add_argument("--skip", type=int, default=0, help="records of listings.py to skip")
+    parser.add_argument("--burst", type=int, default=0, help="listings at once, not a stream")
+    parser.add_argument("--calendar-source-id", type=int)
+    parser.add_argument("--feed-source-id", type=int)
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -154,6 +268,9 @@ def main() -> None:
     import django
 
     django.setup()  # DATABASE_URL and REDIS_URL come from the parent's environment
+    if args.burst:
+        deliver_burst(args.calendar_source_id, args.feed_source_id, args.burst, args.skip)
+        return
     started = time.monotonic()
     sent = stream(args.source_id, args.rate, args.seconds, args.skip, stop)
     seconds = time.monotonic() - started

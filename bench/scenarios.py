@@ -1,0 +1,342 @@
+"""Searches beside ingestion (issue 35, item 4): open-loop searches at fractions of the
+capacity limit, quiet and beside each shape in which listings arrive, at 100,000 listings.
+
+    .venv/bin/python bench/scenarios.py [--data-dir /tmp/bench100k] [--fractions 0.5,0.7]
+        [--steps 3] [--step-seconds 10] [--trickle 5] [--burst 5000] [--feed-share 0.8]
+        [--burst-limit-s 600] [--out docs/img/ingest-scenarios.png]
+
+In one run: the capacity limit and the ingestion ceiling (as bench/load.py measures them),
+a web server and an embedding worker on the bench data, then at each fraction of the limit
+`--steps` steps of searches each:
+- quiet;
+- (a) beside a trickle of --trickle listings a second (bench/feed.py's stream);
+- (b) beside a burst of --burst listings arriving at once, half as venue calendars (250
+  events each) and half as RSS feeds (100 items each), each payload applied as its poll
+  would be (bench/feed.py's `burst`); its steps go on until every vector is written or
+  --burst-limit-s has passed;
+- (c) beside the feed at --feed-share of the ingestion ceiling.
+
+Per scenario: the p99 of its steps (the median step's and the worst's) and its move
+against the quiet steps at the same rate, the fallback share, the lexical lag (a stream:
+the most its committed listings fell behind its arrivals, in seconds of them; a burst:
+when the last was committed) and the vector lag (a burst: when the last vector was
+written; a stream: how many listings waited for theirs at the end, and how fast that grew).
+Every ingested listing is removed again after its scenario. A table, a JSON file beside
+--out, and a plot at --out.
+"""
+
+import argparse
+import asyncio
+import itertools
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import REPO, running
+
+sys.path.insert(0, str(REPO))
+from capacity import feed_skip, ingestion_capacity, query_pool, search_capacity
+from feed import BURST_SOURCES, FEED_SOURCE, burst, feed_stream
+from load import HEADER, Options, Step, steps
+from stack import Groups, add_stack_arguments, prepare, serve, step_probes
+
+SAMPLE_S = 0.5  # how often the watcher reads the ingest's progress
+
+
+@dataclass
+class Progress:
+    """An ingest shape's progress, read from its own thread every SAMPLE_S: how many of
+    its listings are committed (lexically searchable) and how many wait for a vector."""
+
+    sources: Sequence[str]
+    expected: Callable[[float], float]  # listings arrived by then, seconds from the start
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (s, committed, waiting)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from django.db import connection
+
+        from ingestion.embedding import DIMENSIONS, MODEL_NAME
+        from ingestion.generations import ensure_active_generation
+        from ingestion.indexing import pending_count
+        from ingestion.models import SourceRecord
+
+        generation = ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
+        records = SourceRecord.objects.filter(source__name__in=self.sources)
+        try:
+            while not self._stop.wait(SAMPLE_S):
+                elapsed = time.monotonic() - self.started
+                self.samples.append((elapsed, records.count(), pending_count(generation)))
+        finally:
+            connection.close()
+
+    def done(self, count: int) -> bool:
+        """Every one of `count` listings committed and with its vector."""
+        return bool(self.samples) and self.samples[-1][1] >= count and self.samples[-1][2] == 0
+
+    def lexical_lag_s(self, rate: float) -> float:
+        """The most the committed listings fell behind those arrived, in seconds of
+        arrivals at `rate`."""
+        behind = (self.expected(s) - committed for s, committed, _ in self.samples)
+        return max(0.0, *behind) / rate
+
+    def first(self, predicate: Callable[[int, int], bool]) -> float | None:
+        return next((s for s, c, w in self.samples if predicate(c, w)), None)
+
+
+@dataclass
+class Scenario:
+    fraction: float
+    shape: str  # quiet, trickle, burst, feed
+    steps: list[Step]
+    ingest: dict[str, Any]
+
+    @property
+    def p99s(self) -> list[float]:
+        return [step.figures.latency_ms["p99"] for step in self.steps]
+
+    def figures(self, quiet_p99: float) -> dict[str, Any]:
+        p99 = statistics.median(self.p99s)
+        shares = [step.figures.fallback_share for step in self.steps]
+        return {
+            "fraction": self.fraction,
+            "shape": self.shape,
+            "rate": round(statistics.mean(s.figures.offered_rate for s in self.steps), 1),
+            "p99_ms": round(p99, 1),
+            "worst_p99_ms": round(max(self.p99s), 1),
+            "p99_move": round(p99 / quiet_p99 - 1, 3),
+            "fallback_share": round(statistics.mean(shares), 4),
+            "worst_fallback_share": round(max(shares), 4),
+            **self.ingest,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fractions", default="0.5,0.7", help="of the capacity limit")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--step-seconds", type=float, default=10.0)
+    parser.add_argument("--trickle", type=float, default=5.0, help="listings a second")
+    parser.add_argument("--burst", type=int, default=5000, help="listings at once")
+    parser.add_argument("--burst-limit-s", type=float, default=600.0)
+    parser.add_argument("--feed-share", type=float, default=0.8, help="of the ceiling")
+    parser.add_argument("--fallback-objective", type=float, default=0.10)
+    parser.add_argument("--capacity-queries", type=int, default=300)
+    parser.add_argument("--limit", type=float, help="searches/s (else measured first)")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "ingest-scenarios.png")
+    add_stack_arguments(parser)
+    args = parser.parse_args()
+    with running(args.data_dir), ExitStack() as stack:
+        from django.conf import settings
+        from django.db import connection
+
+        postmaster = prepare(args.data_dir)
+        options = Options(
+            args.step_seconds, args.timeout_s, 1024, False, settings.SEARCH_DEADLINE_MS,
+            args.fallback_objective,
+        )  # fmt: skip
+        pool = query_pool(60_000)
+        limit = (
+            args.limit
+            or search_capacity(
+                pool[-args.capacity_queries :],
+                pool[-args.capacity_queries - 50 : -args.capacity_queries],
+                postmaster,
+            ).limit_rate
+        )
+        ceiling = ingestion_capacity(args.ingest_records)
+        connection.close()
+        print(f"capacity limit {limit:.1f} searches/s; ingestion ceiling {ceiling:.1f} listings/s")
+        base_url, groups = serve(stack, args.url, args.data_dir / "scenarios-web.log", postmaster)
+        run = Runner(base_url, groups, options, itertools.cycle(pool), args)
+        print(HEADER, flush=True)
+        run.steps("warm-up", limit * 0.25, 1)
+        found = []
+        for fraction in (float(part) for part in args.fractions.split(",")):
+            rate = fraction * limit
+            found.append(Scenario(fraction, "quiet", run.steps(f"quiet@{fraction:g}", rate), {}))
+            found.append(run.stream(fraction, rate, "trickle", args.trickle))
+            found.append(run.burst(fraction, rate))
+            found.append(run.stream(fraction, rate, "feed", args.feed_share * ceiling))
+    report(found, limit, ceiling, args)
+
+
+class Runner:
+    def __init__(
+        self,
+        base_url: str,
+        groups: Groups,
+        options: Options,
+        queries: Iterator[str],
+        args: argparse.Namespace,
+    ) -> None:
+        self.base_url, self.groups, self.options = base_url, groups, options
+        self.queries, self.args = queries, args
+
+    def steps(
+        self,
+        name: str,
+        rate: float,
+        count: int | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> list[Step]:
+        """`count` steps at `rate` (--steps by default); with `until`, more after them
+        until it holds (bounded by --burst-limit-s)."""
+
+        async def measured() -> list[Step]:
+            async with step_probes(self.base_url) as probes:
+                done: list[Step] = []
+                started = time.monotonic()
+                for number in itertools.count():
+                    enough = number >= (count or self.args.steps)
+                    if enough and (until is None or until()):
+                        break
+                    if time.monotonic() - started > self.args.burst_limit_s:
+                        break
+                    one = [(f"{name}.{number}", rate)]
+                    done += await steps(
+                        self.base_url, name, one, self.queries, self.options, self.groups, probes
+                    )
+                return done
+
+        return asyncio.run(measured())
+
+    def stream(self, fraction: float, rate: float, shape: str, listings_per_s: float) -> Scenario:
+        seconds = self.args.steps * (self.args.step_seconds + self.args.timeout_s) + 30
+        skip = feed_skip(self.args.ingest_records)
+        with feed_stream(listings_per_s, seconds, skip) as feed:
+            progress = Progress([FEED_SOURCE], lambda s: listings_per_s * s)
+            with progress:
+                found = self.steps(f"{shape}@{fraction:g}", rate)
+        span = progress.samples[-1][0] - progress.samples[0][0] if progress.samples else 1.0
+        waiting = [w for _, _, w in progress.samples] or [0]
+        ingest = {
+            "listings_per_s": round(listings_per_s, 1),
+            "achieved_per_s": round(feed.rate, 1),
+            "lexical_lag_s": round(progress.lexical_lag_s(listings_per_s), 1),
+            "waiting_at_end": waiting[-1],
+            "waiting_growth_per_s": round((waiting[-1] - waiting[0]) / span, 1),
+        }
+        return Scenario(fraction, shape, found, ingest)
+
+    def burst(self, fraction: float, rate: float) -> Scenario:
+        count = self.args.burst
+        with burst(count, feed_skip(self.args.ingest_records)):
+            progress = Progress(list(BURST_SOURCES.values()), lambda _: count)
+            with progress:
+                found = self.steps(f"burst@{fraction:g}", rate, until=lambda: progress.done(count))
+        lexical = progress.first(lambda committed, _: committed >= count)
+        vectors = progress.first(lambda committed, waiting: committed >= count and waiting == 0)
+        ingest = {
+            "listings": count,
+            "lexical_s": None if lexical is None else round(lexical, 1),
+            "vectors_s": None if vectors is None else round(vectors, 1),
+            "waiting_at_end": progress.samples[-1][2] if progress.samples else None,
+            "waiting": [(round(s, 1), w) for s, _, w in progress.samples],
+        }
+        return Scenario(fraction, "burst", found, ingest)
+
+
+def report(
+    found: Sequence[Scenario], limit: float, ceiling: float, args: argparse.Namespace
+) -> None:
+    quiet = {s.fraction: statistics.median(s.p99s) for s in found if s.shape == "quiet"}
+    rows = [s.figures(quiet[s.fraction]) for s in found]
+    print()
+    print(
+        f"{'rate':>10} {'shape':<8} {'p99':>7} {'worst':>7} {'move':>7} {'fallback':>9}"
+        f" {'lexical lag':>12} {'vector lag':>24}"
+    )
+    for row in rows:
+        if row["shape"] == "burst":
+            lexical = f"{row['lexical_s']} s"
+            vectors = (
+                f"{row['vectors_s']} s"
+                if row["vectors_s"] is not None
+                else (f"{row['waiting_at_end']} waiting")
+            )
+        elif row["shape"] == "quiet":
+            lexical = vectors = "-"
+        else:
+            lexical = f"{row['lexical_lag_s']} s"
+            vectors = f"{row['waiting_at_end']} waiting, {row['waiting_growth_per_s']:+}/s"
+        print(
+            f"{row['fraction']:>4g} {row['rate']:>5.1f} {row['shape']:<8} {row['p99_ms']:7.1f}"
+            f" {row['worst_p99_ms']:7.1f} {row['p99_move']:+7.0%} {row['fallback_share']:9.1%}"
+            f" {lexical:>12} {vectors:>24}"
+        )
+    document = {
+        "command": " ".join(sys.argv),
+        "capacity_limit": round(limit, 1),
+        "ingestion_ceiling": round(ceiling, 1),
+        "scenarios": rows,
+        "steps": [step.as_json() for s in found for step in s.steps],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(document, indent=1))
+    plot(found, rows, args.out)
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
+
+
+def plot(found: Sequence[Scenario], rows: Sequence[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (p99, waiting) = plt.subplots(1, 2, figsize=(11, 4.5))
+    shapes = ["quiet", "trickle", "burst", "feed"]
+    fractions = sorted({row["fraction"] for row in rows})
+    width = 0.8 / len(fractions)
+    for n, fraction in enumerate(fractions):
+        by_shape = {row["shape"]: row for row in rows if row["fraction"] == fraction}
+        xs = [i + n * width for i in range(len(shapes))]
+        heights = [by_shape[shape]["p99_ms"] if shape in by_shape else 0 for shape in shapes]
+        worst = [by_shape[shape]["worst_p99_ms"] if shape in by_shape else 0 for shape in shapes]
+        bars = p99.bar(xs, heights, width, label=f"{fraction:g} x capacity: median step")
+        p99.scatter(xs, worst, marker="_", s=200, color=bars.patches[0].get_facecolor(),
+                    label=f"{fraction:g} x capacity: worst step")  # fmt: skip
+        if "quiet" in by_shape:
+            target = 1.2 * by_shape["quiet"]["p99_ms"]
+            p99.hlines(target, xs[0] - width / 2, xs[-1] + width / 2, linestyles=":",
+                       colors=bars.patches[0].get_facecolor())  # fmt: skip
+    p99.set_xticks([i + width * (len(fractions) - 1) / 2 for i in range(len(shapes))], shapes)
+    p99.set_ylabel("search p99, ms (dotted: quiet + 20 %)")
+    p99.legend(fontsize="small")
+    p99.grid(axis="y", alpha=0.3)
+    for scenario in found:
+        if scenario.shape == "burst":
+            points = scenario.ingest["waiting"]
+            waiting.plot([s for s, _ in points], [w for _, w in points],
+                         label=f"{scenario.fraction:g} x capacity")  # fmt: skip
+    waiting.axvline(300, color="red", linestyle="-.", label="5 minutes")
+    waiting.set_xlabel("seconds from the burst's arrival")
+    waiting.set_ylabel("burst listings waiting for a vector")
+    waiting.legend(fontsize="small")
+    waiting.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
