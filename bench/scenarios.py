@@ -3,7 +3,8 @@ capacity limit, quiet and beside each shape in which listings arrive, at 100,000
 
     .venv/bin/python bench/scenarios.py [--data-dir /tmp/bench100k] [--fractions 0.5,0.7]
         [--steps 3] [--step-seconds 10] [--trickle 5] [--burst 5000] [--feed-share 0.8]
-        [--burst-limit-s 600] [--out docs/img/ingest-scenarios.png]
+        [--burst-limit-s 600] [--shapes trickle,burst,feed] [--limit SEARCHES_PER_S]
+        [--out docs/img/ingest-scenarios.png]
 
 In one run: the capacity limit and the ingestion ceiling (as bench/load.py measures them),
 a web server and an embedding worker on the bench data, then at each fraction of the limit
@@ -49,6 +50,7 @@ from load import HEADER, Options, Step, steps
 from stack import Groups, add_stack_arguments, prepare, serve, step_probes
 
 SAMPLE_S = 0.5  # how often the watcher reads the ingest's progress
+SHAPES = ("trickle", "burst", "feed")
 
 
 @dataclass
@@ -140,6 +142,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=5000, help="listings at once")
     parser.add_argument("--burst-limit-s", type=float, default=600.0)
     parser.add_argument("--feed-share", type=float, default=0.8, help="of the ceiling")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="quiet is always run")
     parser.add_argument("--fallback-objective", type=float, default=0.10)
     parser.add_argument("--capacity-queries", type=int, default=300)
     parser.add_argument("--limit", type=float, help="searches/s (else measured first)")
@@ -175,9 +178,13 @@ def main() -> None:
         for fraction in (float(part) for part in args.fractions.split(",")):
             rate = fraction * limit
             found.append(Scenario(fraction, "quiet", run.steps(f"quiet@{fraction:g}", rate), {}))
-            found.append(run.stream(fraction, rate, "trickle", args.trickle))
-            found.append(run.burst(fraction, rate))
-            found.append(run.stream(fraction, rate, "feed", args.feed_share * ceiling))
+            shapes = args.shapes.split(",")
+            if "trickle" in shapes:
+                found.append(run.stream(fraction, rate, "trickle", args.trickle))
+            if "burst" in shapes:
+                found.append(run.burst(fraction, rate))
+            if "feed" in shapes:
+                found.append(run.stream(fraction, rate, "feed", args.feed_share * ceiling))
     report(found, limit, ceiling, args)
 
 
