@@ -2,7 +2,7 @@
 roll-ups as `make run`'s web processes do): an ops member logs in through the admin's
 form, opens the page and finds the searches just made, a degraded one among them, in its
 charts; under the site's Content-Security-Policy nothing is refused, and axe-core finds
-nothing. With SCREENSHOTS_DIR set, also docs/img/ops-page.png."""
+nothing. With SCREENSHOTS_DIR set, also docs/img/ops-page.png and ops-page-phone.png."""
 
 import os
 from pathlib import Path
@@ -97,16 +97,19 @@ def test_axe_finds_nothing_on_the_ops_page(
 
 
 @pytest.mark.skipif(not os.environ.get("SCREENSHOTS_DIR"), reason="SCREENSHOTS_DIR is not set")
+@pytest.mark.parametrize(
+    ("viewport", "name"), [(DESKTOP, "ops-page.png"), (PHONE, "ops-page-phone.png")]
+)
 def test_take_the_ops_page_s_screenshot(
-    browser: "Browser", app: LiveApp, test_database_url: str
+    browser: "Browser", app: LiveApp, test_database_url: str, viewport: dict[str, int], name: str
 ) -> None:
-    context = browser.new_context(viewport=DESKTOP, device_scale_factor=1)
+    context = browser.new_context(viewport=viewport, device_scale_factor=1)  # type: ignore[arg-type]  # a ViewportSize
     try:
         page = context.new_page()
         for _ in range(3):  # a few minutes' worth would be nicer; a few searches will do
             searches_made(page, app, test_database_url)
         log_in_to_the_ops_page(page, app)
-        out = Path(os.environ["SCREENSHOTS_DIR"]) / "ops-page.png"
+        out = Path(os.environ["SCREENSHOTS_DIR"]) / name
         page.screenshot(path=str(out), full_page=True)
     finally:
         context.close()
