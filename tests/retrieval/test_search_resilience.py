@@ -67,12 +67,17 @@ async def test_searches_still_answer_with_redis_stopped(
 
 
 async def test_query_text_reaches_neither_metrics_nor_logs(
-    async_client: AsyncClient, indexed_listings: None, caplog: pytest.LogCaptureFixture
+    async_client: AsyncClient,
+    indexed_listings: None,
+    patient_search: None,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # Patient budgets: what is asked is where the text goes, not how fast (a `timeout_ms`
+    # only ever shortens the deadline; under CI's load both stages once missed 150 ms).
     secret = f"zq{uuid.uuid4().hex}"
     caplog.set_level(logging.DEBUG)
-    await search_json(async_client, q=f"jazz {secret}", timeout_ms="3000")
-    await search_json(async_client, q=f'"{secret}', timeout_ms="3000")
+    await search_json(async_client, q=f"jazz {secret}")
+    await search_json(async_client, q=f'"{secret}')
     metrics = (await async_client.get("/metrics")).content.decode()
     assert "retrieval_started" in metrics
     assert secret not in metrics
