@@ -19,7 +19,7 @@ from retrieval import metrics
 from retrieval.bounds.deadline import Deadline, SearchDeadline
 from retrieval.hybrid import CANDIDATES_PER_RESULT, LexicalWatcher, hybrid_search
 from retrieval.pg import facets
-from retrieval.pg.facets import Facets
+from retrieval.pg.facets import CountsRestingError, Facets
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.protocols import Dependencies
@@ -108,7 +108,8 @@ def _with_facets(shown: Shown, counting: "asyncio.Task[Facets | None]") -> Shown
     if counting.cancelled():
         return _without_facets(shown, Reason.FACETS_TIMEOUT)
     error = counting.exception()
-    if isinstance(error, StageTimeoutError | PoolTimeout | TimeoutError):
+    # Resting: the last count of these filters missed its budget a moment ago.
+    if isinstance(error, StageTimeoutError | PoolTimeout | TimeoutError | CountsRestingError):
         return _without_facets(shown, Reason.FACETS_TIMEOUT)
     if isinstance(error, psycopg.Error | OSError):
         return _without_facets(shown, Reason.FACETS_ERROR)

@@ -17,8 +17,17 @@ same conditions and indexes (`passing`); a listing not yet embedded is not count
 
 One statement counts them all, each count stopping at `limit` + 1 rows, by a deadline of
 its own, on a connection only if one is idle: a count never waits for a connection a
-search needs, and never delays the results (retrieval/search.py)."""
+search needs, and never delays the results (retrieval/search.py).
 
+At most one statement per filters is in flight in a process: the searches that find
+none kept share it. One that fails (its deadline passed, most often) is not tried again
+for RETRY_AFTER_S, and the searches meanwhile go without counts. Without these, a count
+slower than its budget was never kept, so under load every search ran one of its own:
+80 were cancelled in two minutes at 67 searches a second (2026-12-05, `6acff67`), each
+holding a connection and up to 25 ms of Postgres, the load that made them slow
+(docs/reliability.md, "Vector work beside searches")."""
+
+import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -40,6 +49,16 @@ WHEN_BUCKETS = ("today", "this-weekend", "next-7-days", "later")
 TOP_VENUES = 5
 # Counted facets kept per process, by generation, filters and limit.
 _KEPT = 512
+# After a count failed, how long searches with those filters go without one: a count
+# that missed its budget once is likely to again while the load lasts.
+RETRY_AFTER_S = 5.0
+
+
+_clock = time.monotonic  # when counts expire and failed ones may be tried again
+
+
+class CountsRestingError(Exception):
+    """The last count of these filters failed lately; none is tried before RETRY_AFTER_S."""
 
 
 @dataclass(frozen=True)
@@ -94,14 +113,47 @@ def _statement(generation: int, shapes: tuple[Shape, ...], venue_shape: Shape, c
 async def count(
     filters: SearchFilters, generation: int, limit: int, deadline: Deadline, now: datetime
 ) -> Facets:
-    """The facets of a search with `filters` whose stages give `limit` candidates each,
-    counted by `deadline` (StageTimeoutError, or the pool's timeout, past it), or as
-    counted in the last FACETS_TTL_S."""
+    """The facets of a search with `filters` whose stages give `limit` candidates each:
+    as counted in the last FACETS_TTL_S, or by the count in flight for them, or counted
+    now by `deadline` (StageTimeoutError, or the pool's timeout, past it). Raises
+    CountsRestingError for RETRY_AFTER_S after a count of them failed."""
     key = (generation, filters.key, limit)
     kept = _kept.get(key)
-    if kept is not None and kept[0] > time.monotonic():
+    clock = _clock()
+    if kept is not None and kept[0] > clock:
         _kept.move_to_end(key)
         return kept[1]
+    if key in _resting:
+        if _resting[key] > clock:
+            raise CountsRestingError
+        del _resting[key]
+    loop = asyncio.get_running_loop()
+    running = _running.get(key)
+    if running is None or running.get_loop() is not loop:
+        running = loop.create_task(_count(key, filters, deadline, now))
+        _running[key] = running
+        running.add_done_callback(lambda task: _counted_or_failed(key, task))
+    # Shielded: a search that stops waiting leaves the count to the others.
+    return await asyncio.shield(running)
+
+
+def _counted_or_failed(key: tuple[int, str, int], task: "asyncio.Task[Facets]") -> None:
+    if _running.get(key) is task:
+        del _running[key]
+    if task.cancelled() or task.exception() is not None:
+        now = _clock()
+        if len(_resting) >= _KEPT:  # filters that never came back
+            for stale in [k for k, until in _resting.items() if until <= now]:
+                del _resting[stale]
+        _resting[key] = now + RETRY_AFTER_S
+    else:
+        _resting.pop(key, None)
+
+
+async def _count(
+    key: tuple[int, str, int], filters: SearchFilters, deadline: Deadline, now: datetime
+) -> Facets:
+    generation, _, limit = key
     choices = _choices(filters, now)
     venue_filters = replace(filters, venue="-")  # only its shape is read
     cap = limit + 1
@@ -126,15 +178,20 @@ async def count(
         kind=tuple(counted(k, n) for k, n in zip(KINDS, kinds, strict=True)),
         venue=tuple(counted(text, n) for text, n in venues),
     )
-    _kept[key] = (time.monotonic() + settings.SEARCH_FACETS_TTL_S, facets)
+    _kept[key] = (_clock() + settings.SEARCH_FACETS_TTL_S, facets)
     while len(_kept) > _KEPT:
         _kept.popitem(last=False)
     return facets
 
 
 _kept: "OrderedDict[tuple[int, str, int], tuple[float, Facets]]" = OrderedDict()
+# The count in flight per filters, and until when failed ones are not tried again.
+_running: "dict[tuple[int, str, int], asyncio.Task[Facets]]" = {}
+_resting: dict[tuple[int, str, int], float] = {}
 
 
 def forget() -> None:
     """Counts kept are forgotten (a test's database is not the last one's)."""
     _kept.clear()
+    _running.clear()
+    _resting.clear()

@@ -3,6 +3,7 @@ count is the number of results the search with that choice then gives; a count a
 what the stages rank says "at least"; and with the counts' statement stalled the results
 come on time without them, saying why."""
 
+import asyncio
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,8 +21,11 @@ from ingestion.indexing import embed_pending_batch
 from ingestion.models import Source
 from ingestion.upsert import apply_drafts
 from resilience.awaiting import writes_done
+from retrieval.bounds.deadline import Deadline
 from retrieval.pg import facets, suggestions
+from retrieval.pg.statement import FACETS_TAG, fetch_with_local_settings
 from retrieval.pg.suggestions import VIEW
+from retrieval.types import DEFAULT_FILTERS, StageTimeoutError
 from tests.conftest import first_search_answered
 from tests.factories import draft, source
 from tests.search_fixtures import held_by, search_json
@@ -149,3 +153,74 @@ async def test_counts_not_done_in_time_finish_behind_and_serve_the_next_search(
         second = await search_json(async_client, q="jazz", when="any")
     assert second["facets"] is not None
     assert "facets_timeout" not in second["reasons"]
+
+
+def _count_recorder(
+    monkeypatch: pytest.MonkeyPatch, fail: bool = False
+) -> tuple[list[str], asyncio.Event]:
+    """The counting statements sent, each held until the event is set (or failing as a
+    missed budget does)."""
+    sent: list[str] = []
+    release = asyncio.Event()
+    fetch = fetch_with_local_settings
+
+    async def held(tag: str, *args: Any, **kw: Any) -> Any:
+        sent.append(tag)
+        await release.wait()
+        if fail:
+            raise StageTimeoutError("the counts' budget passed")
+        return await fetch(tag, *args, **kw)
+
+    monkeypatch.setattr(facets, "fetch_with_local_settings", held)
+    return sent, release
+
+
+async def _generation() -> int:
+    return (await sync_to_async(generations.ensure_active_generation)(MODEL_NAME, DIMENSIONS)).pk
+
+
+async def test_searches_finding_no_counts_kept_share_the_one_in_flight(
+    listed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    facets.forget()
+    sent, release = _count_recorder(monkeypatch)
+    generation, now = await _generation(), timezone.now()
+    counting = [
+        asyncio.ensure_future(
+            facets.count(DEFAULT_FILTERS, generation, 50, Deadline.after(5_000), now)
+        )
+        for _ in range(5)
+    ]
+    for _ in range(3):  # each task runs to its first wait in one turn of the loop
+        await asyncio.sleep(0)
+    assert not any(c.done() for c in counting)
+    release.set()
+    counted = await asyncio.gather(*counting)
+    assert sent == [FACETS_TAG]
+    assert all(c == counted[0] for c in counted)
+    assert {c.value for c in counted[0].kind} == {"feed", "calendar", "editorial"}
+
+
+async def test_after_a_count_fails_none_is_tried_again_for_a_while(
+    listed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    facets.forget()
+    sent, release = _count_recorder(monkeypatch, fail=True)
+    release.set()
+    now = [1_000.0]
+    monkeypatch.setattr(facets, "_clock", lambda: now[0])
+    generation, today = await _generation(), timezone.now()
+
+    async def count() -> facets.Facets:
+        return await facets.count(DEFAULT_FILTERS, generation, 50, Deadline.after(5_000), today)
+
+    with pytest.raises(StageTimeoutError):
+        await count()
+    now[0] += facets.RETRY_AFTER_S - 0.1
+    with pytest.raises(facets.CountsRestingError):
+        await count()
+    assert len(sent) == 1  # resting: no statement
+    now[0] += 0.2
+    with pytest.raises(StageTimeoutError):
+        await count()
+    assert len(sent) == 2
