@@ -176,7 +176,11 @@ def test_a_frozen_postgres_never_holds_a_search_past_its_deadline(stack: Stack) 
     long = _freeze_under_load(stack, FROZEN_S)
     _answered_on_time_and_recovered(long)
     half = len(long.threads) // 2
-    assert max(long.threads[half:]) <= max(short.threads + long.threads[:half]), (
+    # One thread of slack: a pool that grows on demand (the loop's default executor,
+    # which asyncio.to_thread and so warming's sends use) may add its next thread in
+    # either freeze (CI twice: 15 against 14). A thread per stalled search or statement
+    # would add dozens (10 searches a second for 3 s).
+    assert max(long.threads[half:]) <= max(short.threads + long.threads[:half]) + 1, (
         short.threads,
         long.threads,
     )
