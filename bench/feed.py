@@ -115,17 +115,19 @@ def feed_stream(rate: float, seconds: float, skip: int) -> Iterator[FeedFigures]
 def deliver(source: "Source", batch: list[dict[str, object]], name_hint: str) -> None:
     """One feed poll's worth: `batch` parsed and upserted as a poll does, then the
     embedding sweep asked for, as the poll task does."""
+    poll(source, json.dumps(batch).encode(), name_hint, snapshot=False)
+
+
+def poll(source: "Source", payload: bytes, name_hint: str, *, snapshot: bool = True) -> None:
+    """`payload` applied as a poll of `source` applies it, then the embedding sweep asked
+    for, as the poll task does."""
     from django.utils import timezone
 
     from ingestion.polling import ingest_payload
     from ingestion.tasks import schedule_embedding
 
     ingest_payload(
-        source,
-        json.dumps(batch).encode(),
-        started_at=timezone.now(),
-        name_hint=name_hint,
-        snapshot=False,
+        source, payload, started_at=timezone.now(), name_hint=name_hint, snapshot=snapshot
     )
     schedule_embedding()
 
@@ -224,8 +226,6 @@ def deliver_burst(calendar_id: int, feed_id: int, count: int, skip: int) -> None
     from django.utils import timezone
 
     from ingestion.models import Source
-    from ingestion.polling import ingest_payload
-    from ingestion.tasks import schedule_embedding
 
     data_dir = SHARED_DATA if SHARED_DATA.exists() else None
     pool = records(skip + count, data_dir)[skip:]
@@ -247,8 +247,7 @@ def deliver_burst(calendar_id: int, feed_id: int, count: int, skip: int) -> None
     payloads = [p for pair in itertools.zip_longest(calendars, feeds) for p in pair if p]
     sources = {pk: Source.objects.get(pk=pk) for pk in (calendar_id, feed_id)}
     for source_id, hint, payload in payloads:
-        ingest_payload(sources[source_id], payload, started_at=timezone.now(), name_hint=hint)
-        schedule_embedding()
+        poll(sources[source_id], payload, hint)
 
 
 def main() -> None:

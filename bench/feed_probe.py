@@ -20,8 +20,6 @@ import argparse
 import asyncio
 import itertools
 import sys
-import threading
-import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -33,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from capacity import feed_skip, query_pool
 from feed import FEED_SOURCE, feed_stream
 from load import HEADER, Options, Step, steps
+from scenarios import Progress
 from stack import add_stack_arguments, prepare, serve, step_probes
 
 
@@ -71,12 +70,10 @@ def main() -> None:
         run("quiet", ["q"])
         labels = [f"{'b' if args.burst else 'f'}{n}" for n in range(args.steps)]
         if args.burst:
-            with (
-                feed_stream(args.burst, 1.0, feed_skip(args.ingest_records)),
-                Arrival(args.burst) as arrival,
-            ):
+            progress = Progress([FEED_SOURCE], lambda _: args.burst)
+            with feed_stream(args.burst, 1.0, feed_skip(args.ingest_records)), progress:
                 run("burst", labels)
-            print(arrival.report(), flush=True)
+            print(burst_report(progress, args.burst), flush=True)
             return
         seconds = args.steps * (args.step_seconds + args.timeout_s) + 30
         with feed_stream(args.feed, seconds, feed_skip(args.ingest_records)) as feed:
@@ -84,58 +81,17 @@ def main() -> None:
     print(f"feed: asked {args.feed:.1f}, achieved {feed.rate:.1f} listings/s")
 
 
-class Arrival:
-    """Watches a burst from its start, once a second, from a thread of its own: when the
-    listings table has all of it (lexically searchable: a listing is once committed) and
-    when the active generation has every vector again."""
+def burst_report(progress: Progress, count: int) -> str:
+    def seconds(value: float | None) -> str:
+        return f"{value:.0f} s" if value is not None else "not within the steps"
 
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.lexical_s: float | None = None
-        self.vector_s: float | None = None
-        self.waiting = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> "Arrival":
-        self._started = time.monotonic()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        from django.db import connection
-
-        from ingestion.embedding import DIMENSIONS, MODEL_NAME
-        from ingestion.generations import ensure_active_generation
-        from ingestion.indexing import pending_count
-        from ingestion.models import SourceRecord
-
-        generation = ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
-        burst = SourceRecord.objects.filter(source__name=FEED_SOURCE)
-        try:
-            while not self._stop.wait(1.0):
-                elapsed = time.monotonic() - self._started
-                if self.lexical_s is None and burst.count() >= self.count:
-                    self.lexical_s = elapsed
-                self.waiting = pending_count(generation)
-                if self.lexical_s is not None and self.waiting == 0 and self.vector_s is None:
-                    self.vector_s = elapsed
-        finally:
-            connection.close()
-
-    def report(self) -> str:
-        def seconds(value: float | None) -> str:
-            return f"{value:.0f} s" if value is not None else "not within the steps"
-
-        return (
-            f"burst: {self.count} listings; all lexically searchable after "
-            f"{seconds(self.lexical_s)}, all with vectors after {seconds(self.vector_s)}"
-            f" ({self.waiting} waiting at the end)"
-        )
+    lexical = progress.first(lambda committed, _: committed >= count)
+    vectors = progress.first(lambda committed, waiting: committed >= count and waiting == 0)
+    waiting = progress.samples[-1][2] if progress.samples else "?"
+    return (
+        f"burst: {count} listings; all lexically searchable after {seconds(lexical)}, "
+        f"all with vectors after {seconds(vectors)} ({waiting} waiting at the end)"
+    )
 
 
 if __name__ == "__main__":
