@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
+from django.db.models.expressions import DatabaseDefault
 from django.utils import timezone
 from psycopg.types.range import Range
 
@@ -61,6 +63,28 @@ _UPDATE_LISTINGS = """
         fetched_at timestamptz, fetched_kind text, bump boolean)
     WHERE t.id = d.id
 """
+# New listings the same way, in the drafts' order: `n` gives each its place, so that the
+# ids come back to the right instances (Django's bulk_create sent a placeholder per
+# column and row, 5,000 for a calendar of 250 events, which psycopg parsed client-side:
+# 0.13 s of a one-second payload).
+_INSERT_LISTINGS = """
+    INSERT INTO ingestion_listing (
+        title, description, venue, aliases, starts_at, ends_at, timezone, all_day,
+        occurrences, recurrence, url, status, fetched_at, fetched_kind, audience,
+        source_kinds, withdrawn_dates, withdrawn_by_editor, content_version, created_at,
+        updated_at)
+    SELECT d.title, d.description, d.venue, d.aliases, d.starts_at, d.ends_at, d.timezone,
+           d.all_day, coalesce(d.occurrences, '{}'), coalesce(d.recurrence, ''), d.url,
+           d.status, d.fetched_at,
+           d.fetched_kind, d.audience, d.source_kinds, '{}', false, 1, %(now)s, %(now)s
+    FROM jsonb_to_recordset(%(rows)s::jsonb) AS d(
+        n int, title text, description text, venue text, aliases text[],
+        starts_at timestamptz, ends_at timestamptz, timezone text, all_day boolean,
+        occurrences tstzrange[], recurrence text, url text, status text,
+        fetched_at timestamptz, fetched_kind text, audience text, source_kinds text[])
+    ORDER BY d.n
+    RETURNING id
+"""
 _LISTING_COLUMNS = (
     "title",
     "description",
@@ -97,8 +121,9 @@ _WITHDRAW_UNLISTED = """
 
 def write(writes: Writes) -> None:
     now = timezone.now()
-    Listing.objects.bulk_create(writes.new_listings)
     with connection.cursor() as cursor:
+        if writes.new_listings:
+            _insert(cursor, writes.new_listings, now)
         if writes.changed_listings:
             rows = [
                 _row(listing, _LISTING_COLUMNS) | {"bump": pk in writes.bumped}
@@ -113,6 +138,19 @@ def write(writes: Writes) -> None:
             cursor.execute(_WITHDRAW_UNLISTED, {"ids": sorted(writes.maybe_withdrawn), "now": now})
 
 
+def _insert(cursor: CursorWrapper, listings: list[Listing], now: datetime) -> None:
+    rows = [
+        _row(listing, (*_LISTING_COLUMNS, "audience", "source_kinds")) | {"n": n}
+        for n, listing in enumerate(listings)
+    ]
+    cursor.execute(_INSERT_LISTINGS, {"rows": json.dumps(rows), "now": now})
+    for listing, (pk,) in zip(listings, cursor.fetchall(), strict=True):
+        listing.pk = pk
+        listing.created_at = listing.updated_at = now
+        listing.content_version = 1
+        listing._state.adding = False
+
+
 def _row(instance: Listing | SourceRecord, columns: tuple[str, ...]) -> dict[str, object]:
     row: dict[str, object] = {"id": instance.pk}
     for name in columns:
@@ -121,6 +159,8 @@ def _row(instance: Listing | SourceRecord, columns: tuple[str, ...]) -> dict[str
 
 
 def _json(value: object) -> object:
+    if isinstance(value, DatabaseDefault):  # a one-off's series fields: the INSERT's default
+        return None
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, list) and value and isinstance(value[0], Range):
