@@ -151,31 +151,54 @@ def stream(source_id: int, rate: float, seconds: float, skip: int, stop: threadi
     return sent
 
 
-@contextmanager
-def burst(count: int, skip: int) -> Iterator[list[int]]:
-    """`count` listings arriving at once while the block runs, half as venue calendars and
-    half as publisher feeds, each payload parsed and applied as its poll would be, one
-    after another as fast as they go, by bench/feed.py --burst in a process of its own.
-    Yields the burst's source ids; waits for the last payload at the end, then removes
-    the burst's listings."""
+def burst_sources() -> dict[str, "Source"]:
+    """The burst's sources (one per kind), none of an earlier run's left."""
     from ingestion.models import Source
 
     remove_bench_sources()
-    sources = {
+    return {
         kind: Source.objects.create(name=name, kind=kind, active=False)
         for kind, name in BURST_SOURCES.items()
     }
+
+
+def start_burst(
+    sources: dict[str, "Source"], count: int, skip: int, workers: int = 1
+) -> list["subprocess.Popen[bytes]"]:
+    """`count` listings arriving now, half as venue calendars and half as publisher feeds,
+    each payload parsed and applied as its poll would be, as fast as they go, by `workers`
+    processes (bench/feed.py --burst --part), as the ingest worker's processes take polls
+    due together. `skip`: records of bench/listings.py used before."""
     argv = [sys.executable, str(REPO / "bench" / "feed.py"), f"--burst={count}",
             f"--calendar-source-id={sources['calendar'].pk}",
             f"--feed-source-id={sources['feed'].pk}", f"--skip={skip}"]  # fmt: skip
-    process = subprocess.Popen(argv, cwd=REPO, env=dict(os.environ))
+    return [
+        subprocess.Popen([*argv, f"--part={part}/{workers}"], cwd=REPO, env=dict(os.environ))
+        for part in range(workers)
+    ]
+
+
+def finish_burst(processes: list["subprocess.Popen[bytes]"]) -> None:
+    """Waits for the burst's last payload."""
+    for process in processes:
+        process.wait(timeout=600)
+    if any(process.returncode != 0 for process in processes):
+        raise SystemExit(f"a burst's process exited with {[p.returncode for p in processes]}")
+
+
+@contextmanager
+def burst(count: int, skip: int, workers: int = 1) -> Iterator[list[int]]:
+    """`start_burst` while the block runs. Yields the burst's source ids; waits for the
+    last payload at the end, then removes the burst's listings."""
+    sources = burst_sources()
+    processes = start_burst(sources, count, skip, workers)
     try:
         yield [source.pk for source in sources.values()]
     finally:
-        process.wait(timeout=600)
-        remove_bench_sources()
-        if process.returncode != 0:
-            raise SystemExit(f"the burst exited with {process.returncode}")
+        try:
+            finish_burst(processes)
+        finally:
+            remove_bench_sources()
 
 
 def _calendar(events: list[dict[str, object]], first: int, starts: datetime) -> bytes:
@@ -222,7 +245,11 @@ def _rss(items: list[dict[str, object]], first: int, starts: datetime) -> bytes:
     return "".join([*out, "</channel></rss>"]).encode()
 
 
-def deliver_burst(calendar_id: int, feed_id: int, count: int, skip: int) -> None:
+def deliver_burst(
+    calendar_id: int, feed_id: int, count: int, skip: int, part: tuple[int, int] = (0, 1)
+) -> None:
+    """The burst's payloads, in arrival order; of them, every `part[1]`-th from the
+    `part[0]`-th."""
     from django.utils import timezone
 
     from ingestion.models import Source
@@ -246,7 +273,8 @@ def deliver_burst(calendar_id: int, feed_id: int, count: int, skip: int) -> None
     # Calendars and feeds interleaved, as their polls come due.
     payloads = [p for pair in itertools.zip_longest(calendars, feeds) for p in pair if p]
     sources = {pk: Source.objects.get(pk=pk) for pk in (calendar_id, feed_id)}
-    for source_id, hint, payload in payloads:
+    at, every = part
+    for source_id, hint, payload in payloads[at::every]:
         poll(sources[source_id], payload, hint)
 
 
@@ -259,6 +287,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=0, help="listings at once, not a stream")
     parser.add_argument("--calendar-source-id", type=int)
     parser.add_argument("--feed-source-id", type=int)
+    parser.add_argument("--part", default="0/1", help="K/N: a burst's every N-th payload from K")
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -268,7 +297,10 @@ def main() -> None:
 
     django.setup()  # DATABASE_URL and REDIS_URL come from the parent's environment
     if args.burst:
-        deliver_burst(args.calendar_source_id, args.feed_source_id, args.burst, args.skip)
+        at, every = (int(n) for n in args.part.split("/"))
+        deliver_burst(
+            args.calendar_source_id, args.feed_source_id, args.burst, args.skip, (at, every)
+        )
         return
     started = time.monotonic()
     sent = stream(args.source_id, args.rate, args.seconds, args.skip, stop)

@@ -3,8 +3,8 @@ capacity limit, quiet and beside each shape in which listings arrive, at 100,000
 
     .venv/bin/python bench/scenarios.py [--data-dir /tmp/bench100k] [--fractions 0.5,0.7]
         [--steps 3] [--step-seconds 10] [--trickle 5] [--burst 5000] [--feed-share 0.8]
-        [--burst-limit-s 600] [--shapes trickle,burst,feed] [--limit SEARCHES_PER_S]
-        [--out docs/img/ingest-scenarios.png]
+        [--burst-limit-s 600] [--burst-workers 1] [--shapes trickle,burst,feed]
+        [--limit SEARCHES_PER_S] [--out docs/img/ingest-scenarios.png]
 
 In one run: the capacity limit and the ingestion ceiling (as bench/load.py measures them),
 a web server and an embedding worker on the bench data, then at each fraction of the limit
@@ -141,6 +141,7 @@ def main() -> None:
     parser.add_argument("--trickle", type=float, default=5.0, help="listings a second")
     parser.add_argument("--burst", type=int, default=5000, help="listings at once")
     parser.add_argument("--burst-limit-s", type=float, default=600.0)
+    parser.add_argument("--burst-workers", type=int, default=1, help="processes applying it")
     parser.add_argument("--feed-share", type=float, default=0.8, help="of the ceiling")
     parser.add_argument("--shapes", default=",".join(SHAPES), help="quiet is always run")
     parser.add_argument("--fallback-objective", type=float, default=0.10)
@@ -248,7 +249,7 @@ class Runner:
 
     def burst(self, fraction: float, rate: float) -> Scenario:
         count = self.args.burst
-        with burst(count, feed_skip(self.args.ingest_records)):
+        with burst(count, feed_skip(self.args.ingest_records), self.args.burst_workers):
             progress = Progress(list(BURST_SOURCES.values()), lambda _: count)
             with progress:
                 found = self.steps(f"burst@{fraction:g}", rate, until=lambda: progress.done(count))

@@ -1,11 +1,15 @@
-"""Soak (issue 12, item 6): search at half the sustainable rate and a feed stream at 80 % of
-the ingestion ceiling together, for --minutes, on the bench data.
+"""Soak (issue 12, item 6; issue 35): search at half the sustainable rate, for --minutes, on
+the bench data, beside a feed stream at 80 % of the ingestion ceiling or, with
+--bursts-every-minutes, a burst of --burst listings (bench/feed.py's `start_burst`: venue
+calendars and RSS feeds) that often, the first after one minute.
 
     .venv/bin/python bench/soak.py --minutes 30 --sustainable-rate R [--data-dir DIR]
-        [--url URL] [--ingest-rate N] [--out soak.json]
+        [--url URL] [--ingest-rate N | --bursts-every-minutes 5 [--burst 5000]]
+        [--out soak.json]
 
-R is bench/load.py's sustainable rate (with ingestion) of a run on the same machine.
-Reported, as markdown tables and JSON:
+R is bench/load.py's sustainable rate (with ingestion) of a run on the same machine (or
+bench/scenarios.py's capacity limit). Each burst's listings are new ones, kept until the
+end. Reported, as markdown tables and JSON:
 - per window (--window-minutes, 5): requests, p99 (from the intended send instant),
   errors (neither a 200 nor a 503; target 0), 503s, fallback share;
 - the resident memory of every process (web, worker and its pool, Postgres and its
@@ -13,7 +17,9 @@ Reported, as markdown tables and JSON:
 - Postgres client connections, in all and of each role (application_name), and Valkey's
   used memory, sampled each minute (flat), with its keys that have a time to live: the
   result cache keeps each distinct query's ranking for a day, and the soak's queries are
-  all distinct, so its memory grows by design; the keys say how much of it that is.
+  all distinct, so its memory grows by design; the keys say how much of it that is;
+- per burst: when its last listing was committed (lexically searchable) and when its last
+  vector was written (no listing waiting for one), in seconds from its arrival.
 
 The load runs in one-minute open-loop runs back to back (bench/openloop.py); each ends
 when its last request has, so between two there is a gap of one request's latency.
@@ -24,6 +30,8 @@ import asyncio
 import itertools
 import json
 import sys
+import threading
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +43,17 @@ from harness import REPO, running
 sys.path.insert(0, str(REPO))  # openloop's loopback guard is the sweep's (evaluation/)
 import psycopg
 from capacity import feed_skip, ingestion_capacity, query_pool
-from feed import feed_stream
+from feed import (
+    BURST_SOURCES,
+    FeedFigures,
+    burst_sources,
+    feed_stream,
+    finish_burst,
+    remove_bench_sources,
+    start_burst,
+)
 from openloop import Connections, Record, Run, Schedule, run, summarise
+from scenarios import Progress
 from stack import (
     Groups,
     add_stack_arguments,
@@ -62,6 +79,63 @@ class Minute:
     pg_roles: dict[str, float]  # the connections of each application_name
     valkey_used_memory_mb: float
     valkey_keys_with_ttl: float
+
+
+class Bursts:
+    """A burst every `every_s` from `first_s`, in a thread of its own, while the soak
+    runs; each burst's listings new ones, all removed at the end. `progress` watches
+    them all."""
+
+    def __init__(self, count: int, every_s: float, first_s: float, skip: int) -> None:
+        self.count, self.every_s, self.first_s, self.skip = count, every_s, first_s, skip
+        self.arrivals: list[float] = []  # seconds from the start, as `progress` counts
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Bursts":
+        self._sources = burst_sources()
+        self.progress = Progress(list(BURST_SOURCES.values()), lambda _: 0).__enter__()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.progress.__exit__()
+        remove_bench_sources()
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            for number in itertools.count():
+                due = self.first_s + number * self.every_s
+                if self._stop.wait(max(0.0, due - (time.monotonic() - self.progress.started))):
+                    return
+                self.arrivals.append(time.monotonic() - self.progress.started)
+                skip = self.skip + number * self.count
+                finish_burst(start_burst(self._sources, self.count, skip))
+        finally:
+            connection.close()
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Per burst: seconds from its arrival to its last listing committed, and to no
+        listing waiting for a vector (None: not by the end)."""
+        rows = []
+        for number, arrived in enumerate(self.arrivals):
+            expected = (number + 1) * self.count
+            after = [(s, c, w) for s, c, w in self.progress.samples if s >= arrived]
+            lexical = next((s for s, c, _ in after if c >= expected), None)
+            vectors = next((s for s, c, w in after if c >= expected and w == 0), None)
+            rows.append(
+                {
+                    "burst": number + 1,
+                    "arrived_min": round(arrived / MINUTE_S, 1),
+                    "lexical_s": None if lexical is None else round(lexical - arrived, 1),
+                    "vectors_s": None if vectors is None else round(vectors - arrived, 1),
+                }
+            )
+        return rows
 
 
 async def soak(
@@ -162,6 +236,8 @@ def main() -> None:
     parser.add_argument("--sustainable-rate", type=float, required=True, help="bench/load.py's")
     parser.add_argument("--search-share", type=float, default=0.5, help="of the sustainable rate")
     parser.add_argument("--ingest-rate", type=float, help="listings/s (default: 0.8 x measured)")
+    parser.add_argument("--bursts-every-minutes", type=float, help="bursts, not a feed stream")
+    parser.add_argument("--burst", type=int, default=5000, help="listings a burst")
     parser.add_argument("--warm-up-minutes", type=int, default=2)
     parser.add_argument("--window-minutes", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("soak.json"))
@@ -173,16 +249,28 @@ def main() -> None:
         from django.db import connection
 
         postmaster = prepare(args.data_dir)
-        ingest_rate = args.ingest_rate or 0.8 * ingestion_capacity(args.ingest_records)
+        skip = feed_skip(args.ingest_records)
+        rate = args.search_share * args.sustainable_rate
+        seconds = args.minutes * (MINUTE_S + args.timeout_s)
+        feed: FeedFigures | None = None
+        bursts: Bursts | None = None
+        if args.bursts_every_minutes:
+            said = f"a burst of {args.burst} every {args.bursts_every_minutes:g} min"
+        else:
+            ingest_rate = args.ingest_rate or 0.8 * ingestion_capacity(args.ingest_records)
+            feed = stack.enter_context(feed_stream(ingest_rate, seconds, skip))
+            said = f"ingestion {ingest_rate:.1f}/s"
         connection.close()
         base_url, groups = serve(stack, args.url, args.data_dir / "soak-web.log", postmaster)
-        rate = args.search_share * args.sustainable_rate
-        print(f"search {rate:.1f}/s and ingestion {ingest_rate:.1f}/s for {args.minutes} min")
-        seconds = args.minutes * (MINUTE_S + args.timeout_s)
-        with feed_stream(ingest_rate, seconds, feed_skip(args.ingest_records)) as feed:
-            # Each minute's queries are new to the web process: the pool outlasts its cache.
-            pool = query_pool(int(rate * MINUTE_S * args.minutes) + 1)
-            result = asyncio.run(soak(base_url, rate, args.minutes, groups, args.timeout_s, pool))
+        if args.bursts_every_minutes:
+            every_s = args.bursts_every_minutes * MINUTE_S
+            bursts = stack.enter_context(Bursts(args.burst, every_s, MINUTE_S, skip))
+        print(f"search {rate:.1f}/s and {said} for {args.minutes} min")
+        # Each minute's queries are new to the web process: the pool outlasts its cache.
+        pool = query_pool(int(rate * MINUTE_S * args.minutes) + 1)
+        result = asyncio.run(soak(base_url, rate, args.minutes, groups, args.timeout_s, pool))
+        # Before the stack closes: the bursts' listings go with it.
+        per_burst = bursts.figures() if bursts else []
     by_window = windows(result, args.window_minutes)
     rss = memory(result, args.warm_up_minutes)
     roles = sorted({role for minute in result for role in minute.pg_roles})
@@ -197,13 +285,17 @@ def main() -> None:
         for number, minute in enumerate(result)
     ]
     print(f"\n{table(by_window)}\n\n{table(rss)}\n\n{table(samples)}")
-    print(f"feed {feed.rate:.1f} listings/s of {ingest_rate:.1f}/s asked")
+    if per_burst:
+        print(f"\n{table(per_burst)}")
+    if feed:
+        print(f"feed {feed.rate:.1f} listings/s of {feed.rate_asked:.1f}/s asked")
     args.out.write_text(
         json.dumps(
             {
                 "command": " ".join(sys.argv),
                 "search_rate": rate,
-                "feed": {"asked": ingest_rate, "achieved": feed.rate},
+                "feed": feed and {"asked": feed.rate_asked, "achieved": feed.rate},
+                "bursts": per_burst,
                 "windows": by_window,
                 "rss": rss,
                 "samples": samples,
