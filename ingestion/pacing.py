@@ -145,9 +145,9 @@ class Pacer:
 
     def _admit(self, items: int) -> None:
         while True:
+            pressure = self._read()
             with self._lock:
                 now = self._clock()
-                pressure = self._read(now)
                 if pressure.quiet:
                     self._credit, self._credit_at = 0.0, now
                     self._let_through(Mode.FULL, items)
@@ -165,19 +165,25 @@ class Pacer:
             metrics.PACED_REST.labels(work=self._work).inc(wait)
             self._sleep(wait)
 
-    def _read(self, now: float) -> Pressure:
-        """The pressure, read again once a poll; the share follows what it says."""
-        if now - self._read_at < POLL_S:
-            return self._last
-        self._read_at = now
+    def _read(self) -> Pressure:
+        """The pressure, read again once a poll; the share follows what it says. Redis is
+        read outside the lock, so the sweep's other thread, charging its writes, never
+        waits behind the read's round trip."""
+        with self._lock:
+            now = self._clock()
+            if now - self._read_at < POLL_S:
+                return self._last
+            self._read_at = now  # this poll's: another thread meanwhile uses the last
         try:
-            self._last = self._pressure()
+            pressure = self._pressure()
         except (redis.RedisError, ValueError, KeyError) as exc:
             logger.debug("search pressure unreadable (%s): yielding", type(exc).__name__)
-            self._last = UNKNOWN
-            return self._last  # the share stays as it was: nothing is known of the searches
-        self._steer(now, self._last)
-        return self._last
+            pressure = UNKNOWN
+        with self._lock:
+            self._last = pressure
+            if pressure is not UNKNOWN:  # else the share stays: nothing is known of searches
+                self._steer(now, pressure)
+        return pressure
 
     def _steer(self, now: float, pressure: Pressure) -> None:
         """Additive increase, multiplicative decrease, on the share of slow searches over

@@ -1,6 +1,7 @@
 """This web process's searches, counted for the background work that yields to them:
 searches admitted, and those that took longer than SEARCH_PRESSURE_SLOW_MS. A thread
-publishes what grew every tenth of a second (resilience/search_pressure.py).
+publishes what grew, each tenth of a second in which it grew
+(resilience/search_pressure.py).
 
 The handler counts on the event loop with two integer increments; the thread only reads
 the totals and keeps its own last reading, so nothing is locked on a search's path, and
@@ -38,7 +39,9 @@ class SearchActivity:
 
 
 class Publisher:
-    """Publishes what an activity's totals grew by, every PUBLISH_INTERVAL_S."""
+    """Publishes what an activity's totals grew by, every PUBLISH_INTERVAL_S in which they
+    grew: readers already count a process that published nothing lately as quiet, so an
+    idle process writes nothing."""
 
     def __init__(
         self,
@@ -54,6 +57,8 @@ class Publisher:
         admitted, slow, now = self._activity.admitted, self._activity.slow, self._clock()
         before_admitted, before_slow, before = self._last
         self._last = (admitted, slow, now)
+        if (admitted, slow) == (before_admitted, before_slow):
+            return
         search_pressure.publish(
             self._client, self._member, admitted - before_admitted, slow - before_slow, now - before
         )

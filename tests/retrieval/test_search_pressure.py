@@ -33,7 +33,7 @@ def test_a_reader_sums_the_processes_that_published_lately_and_leaves_out_the_ot
     assert 0 < client.pttl(redis_keys.SEARCH_PRESSURE) <= search_pressure.FRESH_S * 4 * 1000
 
 
-def test_a_publisher_publishes_what_grew_since_its_last_publication() -> None:
+def test_a_publisher_publishes_what_grew_since_its_last_publication_and_nothing_idle() -> None:
     client = get_redis()
     counts = SearchActivity(slow_s=0.05)
     clock = FakeClock(0.0)
@@ -52,6 +52,10 @@ def test_a_publisher_publishes_what_grew_since_its_last_publication() -> None:
     second = _published(client, "web:7")
     assert (second["n"], second["slow"]) == (1, 0)
     assert search_pressure.read(client).searches_per_s == pytest.approx(10.0)
+    # An interval in which nothing grew writes nothing: the last sample stays as it was.
+    clock.advance(0.1)
+    publisher.publish()
+    assert _published(client, "web:7") == second
 
 
 def _published(client: redis.Redis, member: str) -> dict[str, Any]:
