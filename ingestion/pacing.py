@@ -28,14 +28,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 
 import redis
 from django.conf import settings
 
 from ingestion import metrics
 from resilience import redis_keys, search_pressure
-from resilience.redis_clients import breaker_redis_client
+from resilience.redis_clients import fast_redis
 from resilience.search_pressure import Pressure
 
 logger = logging.getLogger(__name__)
@@ -220,18 +219,13 @@ class Pacer:
 
 
 def read_pressure() -> Pressure:
-    return search_pressure.read(_client(settings.REDIS_URL))
-
-
-@cache
-def _client(url: str) -> redis.Redis:
-    return breaker_redis_client(url, timeout_s=0.05)
+    return search_pressure.read(fast_redis())
 
 
 def report_pace(pace: Pace) -> None:
     try:
         value = json.dumps({"mode": pace.mode.value, "share": pace.share})
-        _client(settings.REDIS_URL).set(redis_keys.VECTOR_PACE, value, ex=PACE_TTL_S)
+        fast_redis().set(redis_keys.VECTOR_PACE, value, ex=PACE_TTL_S)
     except redis.RedisError as exc:  # the ops page says "not known" meanwhile
         logger.debug("vector pace not reported (%s)", type(exc).__name__)
 

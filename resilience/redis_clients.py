@@ -25,3 +25,15 @@ def breaker_redis_client(url: str, *, timeout_s: float = 0.05) -> redis.Redis:
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
     )
+
+
+def fast_redis() -> redis.Redis:
+    """One fail-fast client per process (per REDIS_URL) for the signals that background
+    work reads and writes beside searches (search pressure, the sweep's pace): a slow
+    Redis costs them 50 ms."""
+    return _fast(settings.REDIS_URL)
+
+
+@cache
+def _fast(url: str) -> redis.Redis:
+    return breaker_redis_client(url)

@@ -19,7 +19,7 @@ import redis
 from django.conf import settings
 
 from resilience import search_pressure
-from resilience.redis_clients import breaker_redis_client
+from resilience.redis_clients import fast_redis
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +86,7 @@ def start_publishing() -> threading.Thread:
     global _activity  # set once, at the web process's start-up
     _activity = SearchActivity(settings.SEARCH_PRESSURE_SLOW_MS / 1000)
     member = f"{socket.gethostname()}:{os.getpid()}"
-    client = breaker_redis_client(settings.REDIS_URL, timeout_s=0.05)
-    publisher = Publisher(_activity, client, member)
+    publisher = Publisher(_activity, fast_redis(), member)
     thread = threading.Thread(target=publisher.run, name="search-pressure", daemon=True)
     thread.start()
     return thread
