@@ -142,14 +142,17 @@ def fresh_stream_source(audience: str) -> Source:
 
 def remove_stream(source: Source) -> None:
     """Delete the stream's listings (their vectors with them) and its source (records,
-    polls, tokens). A listing another source's record also reaches is kept."""
+    polls, tokens). A listing another source's record also reaches is kept, and so is one
+    that was there before the stream, which a record of the stream only merged into (a
+    bench database's listings are loaded without records: a burst merged into a few dozen
+    of them a run, and removing it deleted them)."""
     elsewhere = (
         SourceRecord.objects.exclude(source=source)
         .filter(listing__isnull=False)  # NOT IN a list with a NULL matches nothing
         .values("listing_id")
     )
     ids = list(
-        Listing.objects.filter(records__source=source)
+        Listing.objects.filter(records__source=source, created_at__gte=source.created_at)
         .exclude(pk__in=elsewhere)
         .values_list("pk", flat=True)
     )

@@ -241,6 +241,8 @@ def test_stream_texts_are_real_listings_when_present_else_generated(tmp_path: Pa
 @pytest.mark.django_db
 def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
     other = Audience.of_evaluation_set("other")
+    # A listing loaded without records before the stream (as a bench database's are).
+    before = Listing.objects.create(title="Choral evensong", audience=other, starts_at=None)
     stream = fresh_stream_source(other)
     create_token("stream", stream)
     judged = Source.objects.create(
@@ -251,6 +253,8 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
         apply_draft(stream, draft("s1", title="Organ recital"), now)
         apply_draft(stream, draft("s2", title="Guided tour of the crypt"), now)
         apply_draft(judged, draft("o1", title="Organ recital"), now)  # merged into s1's
+        apply_draft(stream, draft("s3", title="Choral Evensong", starts_at=None), now)
+    assert Listing.objects.get(records__external_id="s3") == before  # merged into it
     # A record whose listing is gone (it was deleted): no listing id to keep.
     SourceRecord.objects.create(source=judged, external_id="o2", content_hash="", listing=None)
     shared = Listing.objects.get(records__source=judged)
@@ -259,6 +263,7 @@ def test_the_stream_leaves_nothing_behind_but_what_others_share() -> None:
     stream = fresh_stream_source(other)  # as a new run finds what a crashed one left
     assert not Listing.objects.filter(pk=stream_only.pk).exists()
     assert Listing.objects.filter(pk=shared.pk).exists()
+    assert Listing.objects.filter(pk=before.pk).exists()
     assert not stream.records.exists()
     remove_stream(stream)
     assert not Source.objects.filter(name=STREAM_SOURCE).exists()
