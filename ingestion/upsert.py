@@ -143,7 +143,9 @@ def _apply_round(
         else:
             # Its kinds as the records' trigger would set them (migration 0006): set here,
             # the trigger's update of each new listing finds nothing to change.
-            listing = Listing(title=draft.title, audience=source.audience, source_kinds=[source.kind])
+            listing = Listing(
+                title=draft.title, audience=source.audience, source_kinds=[source.kind]
+            )
             outcome = Outcome.NEW
         record.listing = listing
         copied = _copy_draft(listing, draft, fetched_at, source.kind, series_record)
