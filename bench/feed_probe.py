@@ -85,8 +85,7 @@ def burst_report(progress: Progress, count: int) -> str:
     def seconds(value: float | None) -> str:
         return f"{value:.0f} s" if value is not None else "not within the steps"
 
-    lexical = progress.first(lambda committed, _: committed >= count)
-    vectors = progress.first(lambda committed, waiting: committed >= count and waiting == 0)
+    lexical, vectors = progress.arrival(count)
     waiting = progress.samples[-1][2] if progress.samples else "?"
     return (
         f"burst: {count} listings; all lexically searchable after {seconds(lexical)}, "

@@ -122,8 +122,13 @@ class Progress:
         behind = (self.expected(s) - committed for s, committed, _ in self.samples)
         return max(0.0, *behind) / rate
 
-    def first(self, predicate: Callable[[int, int], bool]) -> float | None:
-        return next((s for s, c, w in self.samples if predicate(c, w)), None)
+    def arrival(self, count: int, since: float = 0.0) -> tuple[float | None, float | None]:
+        """Seconds from `since` until `count` listings were committed, and until, with
+        them committed, none waited for a vector (None: not seen)."""
+        after = [(s - since, c, w) for s, c, w in self.samples if s >= since]
+        lexical = next((s for s, c, _ in after if c >= count), None)
+        vectors = next((s for s, c, w in after if c >= count and w == 0), None)
+        return lexical, vectors
 
 
 @dataclass
@@ -273,8 +278,7 @@ class Runner:
             progress = Progress(list(BURST_SOURCES.values()), lambda _: count)
             with progress:
                 found = self.steps(f"burst@{fraction:g}", rate, until=lambda: progress.done(count))
-        lexical = progress.first(lambda committed, _: committed >= count)
-        vectors = progress.first(lambda committed, waiting: committed >= count and waiting == 0)
+        lexical, vectors = progress.arrival(count)
         ingest = {
             "listings": count,
             "lexical_s": None if lexical is None else round(lexical, 1),

@@ -105,34 +105,26 @@ class Bursts:
         remove_bench_sources()
 
     def _run(self) -> None:
-        from django.db import connection
-
-        try:
-            for number in itertools.count():
-                due = self.first_s + number * self.every_s
-                if self._stop.wait(max(0.0, due - (time.monotonic() - self.progress.started))):
-                    return
-                self.arrivals.append(time.monotonic() - self.progress.started)
-                skip = self.skip + number * self.count
-                finish_burst(start_burst(self._sources, self.count, skip))
-        finally:
-            connection.close()
+        for number in itertools.count():
+            due = self.first_s + number * self.every_s
+            if self._stop.wait(max(0.0, due - (time.monotonic() - self.progress.started))):
+                return
+            self.arrivals.append(time.monotonic() - self.progress.started)
+            skip = self.skip + number * self.count
+            finish_burst(start_burst(self._sources, self.count, skip))
 
     def figures(self) -> list[dict[str, Any]]:
         """Per burst: seconds from its arrival to its last listing committed, and to no
         listing waiting for a vector (None: not by the end)."""
         rows = []
         for number, arrived in enumerate(self.arrivals):
-            expected = (number + 1) * self.count
-            after = [(s, c, w) for s, c, w in self.progress.samples if s >= arrived]
-            lexical = next((s for s, c, _ in after if c >= expected), None)
-            vectors = next((s for s, c, w in after if c >= expected and w == 0), None)
+            lexical, vectors = self.progress.arrival((number + 1) * self.count, since=arrived)
             rows.append(
                 {
                     "burst": number + 1,
                     "arrived_min": round(arrived / MINUTE_S, 1),
-                    "lexical_s": None if lexical is None else round(lexical - arrived, 1),
-                    "vectors_s": None if vectors is None else round(vectors - arrived, 1),
+                    "lexical_s": None if lexical is None else round(lexical, 1),
+                    "vectors_s": None if vectors is None else round(vectors, 1),
                 }
             )
         return rows
