@@ -145,3 +145,18 @@ SHED_AT_DOOR = Counter(
     ["surface"],
 )
 WARMING = Counter("retrieval_cache_warming", "Cache warming", ["event"])
+# Where searches read (retrieval/pg/replicas.py): `server` is "primary" or "replica-N",
+# one per configured replica.
+READS = Counter("retrieval_reads", "Searches by the server they started reading from", ["server"])
+REPLICA_STATEMENTS = Counter(
+    "retrieval_replica_statements",
+    "Search statements sent to a replica, by how they ended (failed: it erred, or had not"
+    " answered within its patience, and the statement ran on the primary)",
+    ["server", "outcome"],
+)
+REPLICA_LAG = Gauge(
+    "retrieval_replica_lag_seconds",
+    "A replica's replay lag as this process last checked it (NaN: its check did not answer)",
+    ["server"],
+    multiprocess_mode="max",
+)

@@ -21,6 +21,8 @@ from retrieval.hybrid import CANDIDATES_PER_RESULT, LexicalWatcher, hybrid_searc
 from retrieval.pg import facets
 from retrieval.pg.facets import CountsRestingError, Facets
 from retrieval.pg.hydrate import ListingView, hydrate
+from retrieval.pg.replicas import replicas
+from retrieval.pg.route import Route, routed
 from retrieval.presentation import iso_local, listing_zone, provenance_text, when_text
 from retrieval.protocols import Dependencies
 from retrieval.query.filters import site_zone
@@ -47,30 +49,43 @@ class Shown:
 
 
 async def search(
-    query: Query, deadline: SearchDeadline, on_lexical: LexicalWatcher | None = None
+    query: Query,
+    deadline: SearchDeadline,
+    on_lexical: LexicalWatcher | None = None,
+    *,
+    min_lsn: int | None = None,
 ) -> Shown:
     """The public search, counted (the API's and the page's), with the counts on its
-    filters if they are done by then. Raises NoAnswerError / CallerDeadlineError; lets
-    parent cancellation through."""
+    filters if they are done by then; read from a replica where one is fresh enough
+    (`min_lsn`: the reader's own last change, which it must have replayed), else from the
+    primary. Raises NoAnswerError / CallerDeadlineError; lets parent cancellation through."""
     metrics.STARTED.labels(query_class=query.query_class).inc()
     if deadline.stages.expired():
         # It waited in a queue for all the time its stages had: no answer can be on time,
         # so none is started, and the caller hears so now.
         _unavailable(query, [Reason.QUEUED_PAST_DEADLINE])
     deps = dependencies()
-    counting = awaiting.start(_facets(query, deadline, deps), "facets")
-    try:
-        shown = await _answered(query, deadline, deps, on_lexical)
-    except BaseException:
-        awaiting.cancel(counting)
-        raise
+    on = replicas().route(min_lsn)
+    metrics.READS.labels(server=on.server.name).inc()
+    with routed(on):
+        counting = awaiting.start(_facets(query, deadline, deps), "facets")
+        try:
+            shown = await _answered(query, deadline, deps, on_lexical, on)
+        except BaseException:
+            awaiting.cancel(counting)
+            raise
     shown = _with_facets(shown, counting)
+    shown.outcome.reasons.extend(on.reasons)
     _count(query, shown.outcome)
     return shown
 
 
 async def _answered(
-    query: Query, deadline: SearchDeadline, deps: Dependencies, on_lexical: LexicalWatcher | None
+    query: Query,
+    deadline: SearchDeadline,
+    deps: Dependencies,
+    on_lexical: LexicalWatcher | None,
+    on: Route,
 ) -> Shown:
     try:
         return await answer(query, deadline, deps, on_lexical=on_lexical)
@@ -81,6 +96,7 @@ async def _answered(
         metrics.PARENT_CANCELLED.labels(cause="caller_deadline").inc()
         raise
     except NoAnswerError as exc:
+        exc.reasons.extend(on.reasons)
         _unavailable(query, exc.reasons, exc)
 
 

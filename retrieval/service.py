@@ -15,22 +15,29 @@ from retrieval.bounds.breaker_gate import BreakerGate
 from retrieval.bounds.deadline import BudgetPolicy, Deadline
 from retrieval.bounds.door import Door
 from retrieval.cache import RedisResultCache
+from retrieval.pg import route
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
+from retrieval.pg.replicas import forget_replicas
+from retrieval.pg.route import Server
 from retrieval.pg.vector import PgVectorIndex
 from retrieval.protocols import Dependencies
 from retrieval.query.embedder import OnnxQueryEmbedder
 from retrieval.warming.schedule import schedule_warming_unless
 
-_generations = GenerationLookup()
+# The public generation as each server searches read from sees it.
+_generations: dict[Server, GenerationLookup] = {}
 
 
 async def searchable_generation_id(
-    deadline: Deadline, lookup: GenerationLookup = _generations
+    deadline: Deadline, lookup: GenerationLookup | None = None
 ) -> int | None:
-    """The id of the active generation `lookup` finds (the public one's by default), if
-    this process's embedder can search it. (The generation row itself is
-    `ingestion.generations.active_generation`'s.)"""
+    """The id of the active generation `lookup` finds (by default the public one, as the
+    server this search reads from sees it), if this process's embedder can search it.
+    (The generation row itself is `ingestion.generations.active_generation`'s.)"""
+    if lookup is None:
+        server = route.current_server()
+        lookup = _generations.setdefault(server, GenerationLookup(server=server))
     active = await lookup.active(deadline)
     if active is None or (active.embedding_model, active.dimensions) != (MODEL_NAME, DIMENSIONS):
         return None
@@ -38,7 +45,8 @@ async def searchable_generation_id(
 
 
 def forget_searchable_generation() -> None:
-    _generations.forget()
+    for lookup in _generations.values():
+        lookup.forget()
 
 
 def budget_policy() -> BudgetPolicy:
@@ -92,3 +100,4 @@ def forget_wiring() -> None:
         vector_gate().close()
     for made in (dependencies, vector_gate, vector_breaker, front_door):
         made.cache_clear()
+    forget_replicas()

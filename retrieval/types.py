@@ -33,10 +33,16 @@ class Reason(StrEnum):
     # budget or the results, no idle connection for them, or the database failed them.
     FACETS_TIMEOUT = "facets_timeout"
     FACETS_ERROR = "facets_error"
+    # Read from the primary, not a replica (retrieval/pg/replicas.py): every replica was
+    # too far behind (or had not replayed the reader's own last change), or none answered.
+    REPLICA_LAGGING = "replica_lagging"
+    REPLICA_UNAVAILABLE = "replica_unavailable"
 
 
 # Reasons about the counts, not the results: an answer with only these is not degraded.
 FACET_REASONS = frozenset({Reason.FACETS_TIMEOUT, Reason.FACETS_ERROR})
+# Reasons about where the answer was read: the primary's answer is as good as a replica's.
+ROUTE_REASONS = frozenset({Reason.REPLICA_LAGGING, Reason.REPLICA_UNAVAILABLE})
 
 
 class StageTimeoutError(Exception):
@@ -173,7 +179,7 @@ class SearchOutcome:
 
     @property
     def degraded(self) -> bool:
-        return self.mode != Mode.HYBRID or bool(set(self.reasons) - FACET_REASONS)
+        return self.mode != Mode.HYBRID or bool(set(self.reasons) - FACET_REASONS - ROUTE_REASONS)
 
 
 class NoAnswerError(Exception):

@@ -89,6 +89,9 @@ MIDDLEWARE = [
     "searchsite.middleware.MessageMiddleware",
     "searchsite.middleware.XFrameOptionsMiddleware",
     "searchsite.middleware.PrometheusAfterMiddleware",
+    # Inside the session's and the user's middleware, which it does not need: a change
+    # leaves the primary's position in a cookie (retrieval/web/own_writes.py).
+    "retrieval.web.own_writes.own_writes",
     # Last, as django-axes asks: it turns a lockout its backend flagged into the answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -339,6 +342,24 @@ VECTOR_BREAKER_WINDOW_S = env_float("VECTOR_BREAKER_WINDOW_S", 30.0)
 VECTOR_BREAKER_MIN_CALLS = env_int("VECTOR_BREAKER_MIN_CALLS", 10)
 VECTOR_BREAKER_FAILURE_RATIO = env_float("VECTOR_BREAKER_FAILURE_RATIO", 0.5)
 VECTOR_BREAKER_COOLDOWN_S = env_float("VECTOR_BREAKER_COOLDOWN_S", 5.0)
+# Streaming replicas searches read from: comma-separated URLs, whose database is the
+# primary's whatever a URL names; by default those `SEARCH_REPLICAS=N make run` started.
+# A search reads the primary instead (retrieval/pg/replicas.py) when every replica is
+# further behind than SEARCH_REPLICA_MAX_LAG_S as its last check saw it (one every
+# SEARCH_REPLICA_CHECK_S, waited for at most SEARCH_REPLICA_CHECK_TIMEOUT_MS) or cut off
+# by its breaker (REPLICA_BREAKER_*, per process); and a statement a replica has not
+# answered within SEARCH_REPLICA_PATIENCE_MS runs on the primary, by the same deadline.
+SEARCH_REPLICA_URLS = env_optional("SEARCH_REPLICA_URLS") or (
+    "" if env_optional("DATABASE_URL") else embedded.default_replica_urls()
+)
+SEARCH_REPLICA_MAX_LAG_S = env_float("SEARCH_REPLICA_MAX_LAG_S", 1.0)
+SEARCH_REPLICA_CHECK_S = env_float("SEARCH_REPLICA_CHECK_S", 0.5)
+SEARCH_REPLICA_CHECK_TIMEOUT_MS = env_float("SEARCH_REPLICA_CHECK_TIMEOUT_MS", 100.0)
+SEARCH_REPLICA_PATIENCE_MS = env_float("SEARCH_REPLICA_PATIENCE_MS", 50.0)
+REPLICA_BREAKER_WINDOW_S = env_float("REPLICA_BREAKER_WINDOW_S", 10.0)
+REPLICA_BREAKER_MIN_CALLS = env_int("REPLICA_BREAKER_MIN_CALLS", 5)
+REPLICA_BREAKER_FAILURE_RATIO = env_float("REPLICA_BREAKER_FAILURE_RATIO", 0.5)
+REPLICA_BREAKER_COOLDOWN_S = env_float("REPLICA_BREAKER_COOLDOWN_S", 2.0)
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,8 @@
 """`make run`: the whole system in one terminal.
 
-Starts the embedded services (unless DATABASE_URL / REDIS_URL point elsewhere), prepares
-the database, then runs a Celery worker, Celery beat and the ASGI web server until
+Starts the embedded services (unless DATABASE_URL / REDIS_URL point elsewhere), and with
+SEARCH_REPLICAS=N that many streaming replicas of the embedded Postgres, prepares the
+database, then runs a Celery worker, Celery beat and the ASGI web server until
 Ctrl-C, and stops everything it started in reverse order.
 """
 
@@ -169,7 +170,11 @@ def main() -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
 
+    own_postgres = not os.environ.get("DATABASE_URL")
     services = embedded.ensure_running()
+    replicas = int(os.environ.get("SEARCH_REPLICAS") or 0)
+    if replicas and own_postgres:
+        embedded.ensure_replicas(services, replicas)
     _prepare_metrics_dir()
     children: list[Child] = []
     try:

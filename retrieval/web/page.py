@@ -35,6 +35,7 @@ from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.query.parse import BadQueryError
 from retrieval.types import CallerDeadlineError, Candidate, NoAnswerError, Query, StageTimeoutError
 from retrieval.web import api
+from retrieval.web.own_writes import written_position
 from retrieval.web.page_context import (
     error_context,
     form_context,
@@ -97,7 +98,8 @@ async def _progressive(
     # A later page has no preview: the lexical ranking's slice is not the final one's.
     watcher = preview.start if query.page == 1 else None
     search = asyncio.create_task(
-        searching.search(query, deadline, on_lexical=watcher), name="page-search"
+        searching.search(query, deadline, on_lexical=watcher, min_lsn=written_position(request)),
+        name="page-search",
     )
     shown = asyncio.create_task(preview.shown.wait(), name="preview-shown")
     try:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from searchsite.embedded import postgres, valkey
+from searchsite.embedded import postgres, replica, valkey
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
@@ -30,8 +30,18 @@ def valkey_dir(base: Path) -> Path:
     return base / "valkey"
 
 
+def replica_dir(base: Path, number: int) -> Path:
+    return base / "replicas" / str(number)
+
+
 def default_database_url() -> str:
     return postgres.url(pgdata_dir(run_dir()))
+
+
+def default_replica_urls() -> str:
+    """The running replicas `SEARCH_REPLICAS=N make run` started, comma-separated."""
+    found = sorted((run_dir() / "replicas").glob("*"), key=lambda path: path.name)
+    return ",".join(replica.url(path) for path in found if postgres.is_running(path))
 
 
 def default_redis_url() -> str:
@@ -46,10 +56,13 @@ class EmbeddedServices:
     started: list[str] = field(default_factory=list)
 
     def stop(self) -> None:
-        # Reverse order: Valkey stops before Postgres only if it was started after it.
+        # Reverse order: replicas before their primary, and Valkey before Postgres only
+        # if it was started after it.
         for name in reversed(self.started):
             if name == "postgres":
                 postgres.stop(pgdata_dir(self.base))
+            elif name.startswith("replica-"):
+                replica.stop(replica_dir(self.base, int(name.removeprefix("replica-"))))
             else:
                 valkey.stop(valkey_dir(self.base))
         self.started.clear()
@@ -81,3 +94,19 @@ def ensure_running(base: Path | None = None) -> EmbeddedServices:
                 services.started.append("valkey")
             os.environ["REDIS_URL"] = valkey.url(data)
     return services
+
+
+def ensure_replicas(services: EmbeddedServices, count: int) -> None:
+    """Streaming replicas of the embedded Postgres, `count` of them (each a base backup
+    the first time, then restarted from its own data directory), and
+    `SEARCH_REPLICA_URLS` naming them for the processes started after."""
+    primary = pgdata_dir(services.base)
+    urls = []
+    with _exclusive(services.base):
+        for number in range(1, count + 1):
+            data = replica_dir(services.base, number)
+            if not postgres.is_running(data):
+                replica.start(primary, data)
+                services.started.append(f"replica-{number}")
+            urls.append(replica.url(data))
+    os.environ["SEARCH_REPLICA_URLS"] = ",".join(urls)

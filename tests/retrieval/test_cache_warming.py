@@ -9,9 +9,6 @@ from django.test import AsyncClient
 from pydantic import TypeAdapter
 from pytest_django.fixtures import Settings
 
-from ingestion import generations
-from ingestion.embedding import DIMENSIONS, MODEL_NAME
-from ingestion.indexing import embed_pending_batch
 from resilience.awaiting import writes_done
 from resilience.redis_clients import get_redis
 from retrieval import service
@@ -20,19 +17,15 @@ from retrieval.query.parse import parse_query
 from retrieval.web.api_types import SearchBody
 from tests.conftest import start_worker, stop_worker, wait_until
 from tests.scraping import scrape
-from tests.search_fixtures import embeddings_locked, index_listings, search_json
+from tests.search_fixtures import (
+    embeddings_locked,
+    index_listings,
+    new_active_generation,
+    search_json,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 WARMING = "retrieval_cache_warming_total"
-
-
-def _new_active_generation() -> None:
-    generation = generations.create_generation(MODEL_NAME, DIMENSIONS)
-    while embed_pending_batch():
-        pass
-    generations.mark_ready(generation)
-    generation.refresh_from_db()
-    generations.activate(generation)
 
 
 async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
@@ -91,7 +84,7 @@ async def test_one_warming_task_then_cache_fallback_until_a_new_generation(
     assert body["results"][0]["title"] in {"Jazz quartet at the riverside", "Late-night jazz jam"}
     TypeAdapter(SearchBody).validate_python(body)  # the documented schema admits it
 
-    await sync_to_async(_new_active_generation)()
+    await sync_to_async(new_active_generation)()
     service.forget_searchable_generation()
     async with embeddings_locked(test_database_url):
         body = await search_json(async_client, q="jazz night")

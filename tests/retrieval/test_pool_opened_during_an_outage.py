@@ -23,7 +23,7 @@ async def test_a_pool_opened_while_postgres_is_down_fails_its_searches_fast(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     nobody = f"host=127.0.0.1 port={free_port()} dbname=listings user=search connect_timeout=2"
-    monkeypatch.setattr(pg_pool, "conninfo", lambda: nobody)
+    monkeypatch.setattr(pg_pool, "conninfo", lambda server: nobody)
     try:
         started = time.perf_counter()
         with pytest.raises(outage.DatabaseUnavailableError):

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from searchsite import supervisor
+from searchsite.embedded import replica
 from tests.deploy_files import DASHBOARD, PROMETHEUS, ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -199,3 +200,22 @@ def test_no_secret_has_a_default() -> None:
     for variable in ("DJANGO_SECRET_KEY", "METRICS_BEARER_TOKEN", "GRAFANA_ADMIN_PASSWORD"):
         assert f"${{{variable}:?" in text, variable
         assert f"${{{variable}:-" not in text, variable
+
+
+def test_the_replica_is_a_hot_standby_of_postgres_set_as_make_runs_are() -> None:
+    """The `replica` profile's postgres-replica: a base backup of `postgres` that streams
+    (-R), started with the settings the embedded replicas get, and a primary that lets it
+    connect for replication."""
+    services = _services()
+    replica_service = services["postgres-replica"]
+    assert replica_service["profiles"] == ["replica"]
+    assert replica_service["image"] == services["postgres"]["image"]
+    script = replica_service["command"][-1]
+    assert "pg_basebackup -h postgres" in script
+    assert " -R " in script
+    for name, value in replica.REPLICA_SETTINGS.items():
+        assert f"-c {name}={value}" in script, name
+    hba = _host_path(services["postgres"], "/docker-entrypoint-initdb.d/allow-replication.sh")
+    assert "host replication all all scram-sha-256" in hba.read_text()
+    for name in APPLICATION:
+        assert _with_defaults(services[name]["environment"]["SEARCH_REPLICA_URLS"]) == "", name
