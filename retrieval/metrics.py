@@ -150,8 +150,9 @@ WARMING = Counter("retrieval_cache_warming", "Cache warming", ["event"])
 READS = Counter("retrieval_reads", "Searches by the server they started reading from", ["server"])
 REPLICA_STATEMENTS = Counter(
     "retrieval_replica_statements",
-    "Search statements sent to a replica, by how they ended (failed: it erred, or had not"
-    " answered within its patience, and the statement ran on the primary)",
+    "Search statements sent to a replica, by how they ended: answered; late (not within"
+    " its patience) or error (a failure, a broken connection, a recovery conflict), after"
+    " which the statement ran on the primary",
     ["server", "outcome"],
 )
 REPLICA_LAG = Gauge(

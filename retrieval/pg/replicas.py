@@ -1,8 +1,8 @@
 """Which replica a search reads from, by each replica's health and replay lag.
 
 Each process checks its replicas at most every `SEARCH_REPLICA_CHECK_S`, behind the
-searches (stale while revalidating, as the generation lookup does): the primary's WAL
-position, then how far each replica has replayed. A replica's replay lag is how long ago
+searches (stale while revalidating, as the generation lookup does): the primary's flushed
+WAL position, then how far each replica has replayed. A replica's replay lag is how long ago
 the primary had written WAL that the replica has not replayed yet: the primary's
 positions, sampled at each check, say when it passed each one. So an idle primary gives
 no lag, however long ago its last transaction (which `pg_last_xact_replay_timestamp`
@@ -24,6 +24,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import psycopg
 from django.conf import settings
@@ -39,7 +40,9 @@ from retrieval.types import Reason, StageTimeoutError
 
 logger = logging.getLogger(__name__)
 
-_PRIMARY_POSITION = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+# Flushed, not merely written: only flushed WAL is sent to replicas (a read's hint bits can
+# leave written WAL unflushed for a wal_writer_delay, which no replica could have replayed).
+_PRIMARY_POSITION = "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint"
 # NULL on a server that is not a replica: it is then never read as one.
 _REPLAYED = (
     "SELECT CASE WHEN pg_is_in_recovery()"
@@ -112,22 +115,25 @@ class Replicas:
         )
 
     def answered(self, server: Server) -> None:
-        self._record(server, failed=False)
+        self._record(server, "answered")
 
-    def failed(self, server: Server) -> None:
-        self._record(server, failed=True)
+    def failed(self, server: Server, how: Literal["late", "error"]) -> None:
+        self._record(server, how)
 
-    def _record(self, server: Server, *, failed: bool) -> None:
+    def _record(self, server: Server, outcome: Literal["answered", "late", "error"]) -> None:
         replica = self._replicas.get(server)
         if replica is not None:
+            failed = outcome != "answered"
             replica.breaker = record(replica.breaker, self._policy, self._clock(), failed=failed)
-            metrics.REPLICA_STATEMENTS.labels(
-                server=server.name, outcome="failed" if failed else "answered"
-            ).inc()
+            metrics.REPLICA_STATEMENTS.labels(server=server.name, outcome=outcome).inc()
 
     def lag_s(self, server: Server) -> float | None:
         """`server`'s replay lag as last checked; None when not known."""
         return self._replicas[server].lag_s
+
+    def answering(self, server: Server) -> bool:
+        """Whether `server` answered its last check (its lag may not be known yet)."""
+        return self._replicas[server].replayed is not None
 
     def _check_if_stale(self) -> None:
         if not self._replicas or self._clock() - self._checked_at < self._check_s:

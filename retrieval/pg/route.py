@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Protocol
+from typing import Literal, Protocol
 
 from django.conf import settings
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -67,7 +67,8 @@ class Outcomes(Protocol):
 
     def answered(self, server: Server) -> None: ...
 
-    def failed(self, server: Server) -> None: ...
+    def failed(self, server: Server, how: Literal["late", "error"]) -> None:
+        """Not answered within its patience ("late"), or failed ("error")."""
 
 
 @dataclass

@@ -21,6 +21,7 @@ same deadline. The replica's breaker hears each outcome.
 """
 
 import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +39,8 @@ from retrieval.pg import route
 from retrieval.pg.pool import connection, ensure_prepared, server_stalled
 from retrieval.pg.route import PRIMARY, Server
 from retrieval.types import Reason, StageTimeoutError
+
+logger = logging.getLogger(__name__)
 
 # How long past its deadline a statement may go unanswered before its caller stops
 # waiting: the server's own statement_timeout, set to the same instant, normally ends it
@@ -108,7 +111,8 @@ async def fetch_with_local_settings(
         if isinstance(exc, StageTimeoutError) and patience.at >= deadline.at:
             raise  # the statement's own time ran out, not the replica's patience
         if on.outcomes is not None:
-            on.outcomes.failed(replica)
+            on.outcomes.failed(replica, "late" if isinstance(exc, StageTimeoutError) else "error")
+        logger.debug("%s: %s %s; reading the primary", replica.name, tag, type(exc).__name__)
         on.fall_back(Reason.REPLICA_UNAVAILABLE)
         return await _bounded(statement_, PRIMARY, deadline)
     if on.outcomes is not None:

@@ -26,7 +26,10 @@ from django.db import DatabaseError, connection
 
 from ingestion.embedding import get_embedder
 from ingestion.generations import active_generation, hnsw_index_name
+from retrieval.pg import route
 from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named, fill_pool
+from retrieval.pg.replicas import replicas as configured_replicas
+from retrieval.pg.route import Route
 from retrieval.query.parse import parse_query
 from retrieval.types import NoAnswerError
 from retrieval.warming.kept_loop import close_loop_clients
@@ -166,6 +169,20 @@ async def _searches() -> list[str]:
     return modes
 
 
+async def _replicas_searched() -> None:
+    """The same searches on every replica that answers a check: each has caches of its
+    own. Checked again after them, so that this process's first searches know where they
+    may read: a lag is told from two of the primary's positions at least (with one, a
+    replica a moment behind it is not known to be close)."""
+    replicas = configured_replicas()
+    await replicas.check()
+    for server in route.replicas():
+        if replicas.answering(server):
+            with route.routed(Route(server, fixed=True)):
+                await _searches()
+    await replicas.check()
+
+
 async def _searches_then_close() -> list[str]:
     try:
         return await _searches()
@@ -193,6 +210,7 @@ async def warm_up_this_loop() -> bool:
         # Its connections first, all of them, so none is opened under traffic.
         await fill_pool(FILL_POOL_TIMEOUT_S)
         await _searches()
+        await _replicas_searched()
         _warm_loops.add(loop)
     finally:
         _warming_loops.discard(loop)

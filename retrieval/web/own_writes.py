@@ -49,7 +49,7 @@ def _stamp(response: HttpResponseBase) -> None:
     if not settings.SEARCH_REPLICA_URLS:
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint")
         (position,) = cursor.fetchone()
     response.set_signed_cookie(
         COOKIE,
