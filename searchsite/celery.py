@@ -16,6 +16,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # Separate queues so a flood of one kind of work cannot starve the others: a backlog of
 # embeddings must not delay fetching, and cache warming must never delay either.
 QUEUES = ("ingestion", "embedding", "warming")
+# How long a task a worker took and never acknowledged waits before another worker takes
+# it; above the hard time limit (searchsite/checks.py says so when it is not).
+VISIBILITY_TIMEOUT_S = env_float("CELERY_VISIBILITY_TIMEOUT_S", 600.0)
 
 app.conf.update(
     task_queues=[Queue(name) for name in QUEUES],
@@ -34,8 +37,16 @@ app.conf.update(
     # Redis redelivers an unacknowledged message only after the visibility timeout
     # (one hour by default), which would leave a batch of a killed worker stranded for an
     # hour. Ten minutes is well above the hard time limit below, so a task that is still
-    # running is never handed to a second worker, yet a lost one comes back soon.
-    broker_transport_options={"visibility_timeout": 600},
+    # running is never handed to a second worker, yet a lost one comes back soon. A lost
+    # one: its worker's pool process died (the worker rejects it back at once), or the
+    # whole worker did, as when its host is lost; then any other worker, on any host,
+    # finds it past the timeout, each looking every `unacked_restore_interval` seconds
+    # (kombu's default looks only every 10th time, about every 100 s).
+    broker_transport_options={
+        "visibility_timeout": VISIBILITY_TIMEOUT_S,
+        "unacked_restore_interval": min(10.0, VISIBILITY_TIMEOUT_S / 4),
+        "unacked_restore_throttle": 1,
+    },
     # A task past the soft limit is told so (SoftTimeLimitExceeded); past the hard one its
     # pool process is killed and replaced, whatever it waits for: a frozen Postgres
     # answers nothing, and only the kill ends a task blocked on it (its claims, one

@@ -3,12 +3,12 @@ middleware by dotted path, and this site runs subclasses of them on the event lo
 (searchsite/middleware.py): W001-W003 (the middleware missing) are silenced
 (settings.SILENCED_SYSTEM_CHECKS) and replaced by a check that accepts a subclass, and the
 checks Django then skips without a word (HSTS, the HTTPS redirect, the CSRF cookie) are
-made here."""
+made here. So is one of the task queue's settings that only a deployment can get wrong."""
 
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
@@ -55,4 +55,23 @@ def check_https(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         Warning(message, hint="behind HTTPS, set it: README, 'On real servers'", id=check_id)
         for check_id, (missing, message) in unset.items()
         if missing
+    ]
+
+
+@register()
+def check_visibility_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A task still running when its visibility timeout passes is handed to a second
+    worker: the timeout must outlast the hard time limit, which ends every task."""
+    from searchsite.celery import app
+
+    timeout = app.conf.broker_transport_options["visibility_timeout"]
+    if timeout > app.conf.task_time_limit:
+        return []
+    return [
+        Error(
+            f"CELERY_VISIBILITY_TIMEOUT_S ({timeout:g}) is not above CELERY_TASK_TIME_LIMIT_S"
+            f" ({app.conf.task_time_limit:g})",
+            hint="a task still running would be taken by a second worker: raise the first",
+            id="searchsite.E001",
+        )
     ]

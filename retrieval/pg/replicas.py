@@ -127,10 +127,6 @@ class Replicas:
             replica.breaker = record(replica.breaker, self._policy, self._clock(), failed=failed)
             metrics.REPLICA_STATEMENTS.labels(server=server.name, outcome=outcome).inc()
 
-    def lag_s(self, server: Server) -> float | None:
-        """`server`'s replay lag as last checked; None when not known."""
-        return self._replicas[server].lag_s
-
     def answering(self, server: Server) -> bool:
         """Whether `server` answered its last check (its lag may not be known yet)."""
         return self._replicas[server].replayed is not None

@@ -1,9 +1,12 @@
-"""The search settings' invariants are Django system checks (retrieval/bounds/checks.py)."""
+"""The search settings' invariants are Django system checks (retrieval/bounds/checks.py),
+as is the task queue's (searchsite/checks.py)."""
 
 import pytest
 from django.test import override_settings
 
 from retrieval.bounds.checks import check_search_budgets
+from searchsite.celery import app
+from searchsite.checks import check_visibility_timeout
 
 
 def _ids() -> set[str]:
@@ -28,3 +31,11 @@ def test_the_default_settings_pass() -> None:
 def test_a_setting_out_of_bounds_is_an_error(overrides: dict[str, object], error: str) -> None:
     with override_settings(**overrides):
         assert _ids() == {error}
+
+
+def test_a_visibility_timeout_within_the_task_time_limit_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert check_visibility_timeout() == []
+    monkeypatch.setitem(app.conf, "task_time_limit", 600.0)
+    assert [error.id for error in check_visibility_timeout()] == ["searchsite.E001"]

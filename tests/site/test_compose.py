@@ -219,3 +219,14 @@ def test_the_replica_is_a_hot_standby_of_postgres_set_as_make_runs_are() -> None
     assert "host replication all all scram-sha-256" in hba.read_text()
     for name in APPLICATION:
         assert _with_defaults(services[name]["environment"]["SEARCH_REPLICA_URLS"]) == "", name
+
+
+def test_every_worker_can_be_scaled_to_several_containers() -> None:
+    """`docker compose up --scale embed-worker=2`: no fixed container name (compose would
+    refuse a second), and a Celery node name of each container's own (%h: its host name),
+    which its health check pings."""
+    services = _services()
+    for worker in supervisor.WORKERS:
+        service = services[worker.name]
+        assert "container_name" not in service, worker.name
+        assert f"--hostname={worker.name}@%h" in service["command"], worker.name
