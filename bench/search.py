@@ -454,6 +454,34 @@ async def sequential_under_lock(
     return times
 
 
+# What the search reads, by relation: the tables with their TOAST, and their indexes.
+_SIZES = """
+SELECT c.relname, c.relkind, pg_total_relation_size(c.oid) AS total,
+       pg_relation_size(c.oid) AS own
+FROM pg_class c
+WHERE c.relname IN ('ingestion_listing', 'ingestion_listing_embedding', %(hnsw)s)
+ORDER BY c.relname
+"""
+
+
+def print_sizes(listings: int, hnsw: str) -> None:
+    """The tables' and indexes' sizes, and what they come to a listing: the figures
+    docs/capacity.md works from."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_SIZES, {"hnsw": hnsw})
+        rows = cursor.fetchall()
+    total = sum(with_indexes for _, kind, with_indexes, _ in rows if kind == "r")
+    for name, kind, with_indexes, own in rows:
+        size, what = (own, "the index") if kind == "i" else (with_indexes, "with its indexes")
+        print(f"size {name:32s} {size / 2**20:9.1f} MB  ({what}; {size / listings:,.0f} B each)")
+    print(
+        f"size in all                      {total / 2**20:9.1f} MB  ({total / listings:,.0f} B a"
+        f" listing: {2**30 / (total / listings):,.0f} listings a GB)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--listings", type=int, default=100_000)
@@ -490,6 +518,7 @@ def main() -> None:
             f"({'Open House London texts' if data_dir else 'generated texts'}); "
             f"Postgres huge pages {huge_pages}"
         )
+        print_sizes(args.listings, generations.hnsw_index_name(generation))
         qs = queries(args.queries, base_records)
         embedder = get_embedder()
         embeddings = {q: embedder.embed_query(q) for q in set(qs)}
