@@ -518,6 +518,12 @@ def main() -> None:
             f"({'Open House London texts' if data_dir else 'generated texts'}); "
             f"Postgres huge pages {huge_pages}"
         )
+        if built is not None:
+            print(
+                f"HNSW index built in {built.seconds:.0f} s after the rows, its memory at most"
+                f" {built.peak_mb:.0f} MB (maintenance_work_mem {built.maintenance_work_mem},"
+                f" {built.parallel_workers} parallel workers)"
+            )
         print_sizes(args.listings, generations.hnsw_index_name(generation))
         qs = queries(args.queries, base_records)
         embedder = get_embedder()

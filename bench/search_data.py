@@ -5,14 +5,23 @@ embedded for real and each synthetic listing combines two of them: its title joi
 of both titles, its vector is the normalised mean of both vectors plus a little noise. The
 texts and vectors stay consistent with each other, which is what both branches need."""
 
-import io
+import contextlib
+import os
 import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import psutil
 from django.db import connection
 
+from ingestion import generations
 from ingestion.embedding import DIMENSIONS, get_embedder
+from ingestion.models import IndexGeneration
 from ingestion.text import embedding_text
 from retrieval.pg import vocabulary
 
@@ -34,12 +43,25 @@ _LISTING_DEFAULTS = "\t".join(
 )
 
 
+@dataclass(frozen=True)
+class IndexBuild:
+    """How the generation's HNSW index was built after the rows were loaded."""
+
+    seconds: float
+    peak_mb: float  # the building backend's and its parallel workers' own memory, at most
+    maintenance_work_mem: str
+    parallel_workers: int
+
+
 def build(
     count: int, base_records: list[dict[str, object]], generation: int, seed: int = 11
-) -> bool:
-    """Builds the listings unless exactly these are there already; True when built."""
+) -> IndexBuild | None:
+    """Builds the listings unless exactly these are there already: the rows by COPY,
+    streamed, with the generation's HNSW index dropped, then the index built at once
+    (pgvector's advice: inserting into a graph row by row is far slower), timed. None when
+    the listings were there."""
     if _already_built(count, generation):
-        return False
+        return None
     rng = random.Random(seed)
     base = base_records[:BASE]
     texts = [
@@ -48,30 +70,30 @@ def build(
     ]
     vectors = get_embedder().embed_documents(texts)
     noise = np.random.default_rng(seed)
-    listings, embeddings = io.StringIO(), io.StringIO()
-    for number in range(1, count + 1):
-        a, b = rng.randrange(len(base)), rng.randrange(len(base))
-        words_a, words_b = str(base[a]["title"]).split(), str(base[b]["title"]).split()
-        title = " ".join(words_a[: max(1, len(words_a) // 2 + 1)] + words_b[len(words_b) // 2 :])
-        description = f"{str(base[a]['description'])[:200]} {str(base[b]['description'])[:100]}"
-        vector = 0.7 * vectors[a] + 0.3 * vectors[b] + noise.normal(0, 0.01, DIMENSIONS)
-        vector /= np.linalg.norm(vector)
-        listings.write(
-            "\t".join(
+
+    def rows() -> Iterator[tuple[str, str]]:
+        for number in range(1, count + 1):
+            a, b = rng.randrange(len(base)), rng.randrange(len(base))
+            words_a, words_b = str(base[a]["title"]).split(), str(base[b]["title"]).split()
+            half_a = words_a[: max(1, len(words_a) // 2 + 1)]
+            title = " ".join(half_a + words_b[len(words_b) // 2 :])
+            description = f"{str(base[a]['description'])[:200]} {str(base[b]['description'])[:100]}"
+            vector = 0.7 * vectors[a] + 0.3 * vectors[b] + noise.normal(0, 0.01, DIMENSIONS)
+            vector /= np.linalg.norm(vector)
+            listing = "\t".join(
                 [
                     str(number),
                     _clean(title),
                     _clean(description),
                     _clean(str(base[a]["venue"])),
                     _LISTING_DEFAULTS,
+                    _start(number).isoformat(),
                 ]
             )
-            + "\n"
-        )
-        text = ",".join(f"{x:.5f}" for x in vector)
-        embeddings.write(f"{number}\t{generation}\t[{text}]\t1\t2026-11-29T00:00:00Z\n")
-    _copy(listings, embeddings)
-    return True
+            text = ",".join(f"{x:.5f}" for x in vector)
+            yield listing + "\n", f"{number}\t{generation}\t[{text}]\t1\t2026-11-29T00:00:00Z\n"
+
+    return _copy(rows(), generation)
 
 
 # Every listing gets a start, spread evenly and in no relation to its text over a year
@@ -79,6 +101,12 @@ def build(
 # filtered figures of bench/search.py) and the default filter (not ended) keeps them all.
 DATED_FROM = "2027-01-01T00:00:00Z"
 DATED_DAYS = 360
+
+
+def _start(number: int) -> datetime:
+    """The start `date_listings` gives listing `number`, given at COPY instead."""
+    first = datetime.fromisoformat(DATED_FROM)
+    return first + (number * 7919 % 100_000) * (timedelta(days=DATED_DAYS) / 100_000)
 
 
 def date_listings() -> None:
@@ -125,30 +153,106 @@ def _clean(text: str) -> str:
     return " ".join(text.replace("\\", " ").split())[:480]
 
 
-def _copy(listings: io.StringIO, embeddings: io.StringIO) -> None:
+def _copy(rows: Iterator[tuple[str, str]], generation: int) -> IndexBuild:
     raw = connection.connection  # psycopg's own connection: COPY is far faster than INSERTs
+    index = generations.hnsw_index_name(IndexGeneration.objects.get(pk=generation))
     with raw.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '512MB'")
-        with cursor.copy(
-            "COPY ingestion_listing (id, title, description, venue, aliases, timezone,"
-            " all_day, url, status, created_at, updated_at, content_version, fetched_kind,"
-            " audience, withdrawn_by_editor)"
-            " FROM STDIN"
-        ) as copy:
-            copy.write(listings.getvalue())
+        cursor.execute(f"DROP INDEX IF EXISTS {index}")
+        listings, embeddings = [], []
+        for listing, embedding in rows:
+            listings.append(listing)
+            embeddings.append(embedding)
+            if len(listings) == COPY_CHUNK:
+                _copy_chunk(cursor, listings, embeddings)
+        _copy_chunk(cursor, listings, embeddings)
         cursor.execute(
             "SELECT setval('ingestion_listing_id_seq', (SELECT max(id) FROM ingestion_listing))"
         )
-        with cursor.copy(
-            "COPY ingestion_listing_embedding (listing_id, generation_id, embedding,"
-            " content_version, embedded_at) FROM STDIN"
-        ) as copy:
-            copy.write(embeddings.getvalue())
         # The listings' trigger marked each an embedding candidate (migrations/0012), and
         # their vectors came by COPY, not through a claim that would have settled them:
         # left, every lag read and claim of the first run probes all 100,000.
         cursor.execute("DELETE FROM ingestion_embedding_candidate")
+    raw.commit()
+    built = _index(raw, generation)
+    with raw.cursor() as cursor:
         _vacuum(cursor)
         for view in vocabulary.VIEWS:
             cursor.execute(f"REFRESH MATERIALIZED VIEW {view}")
     raw.commit()
+    return built
+
+
+# Rows a COPY statement takes at a time: 1,000,000 listings' text held at once would be
+# gigabytes of the bench's memory.
+COPY_CHUNK = 50_000
+# For the index build: the graph of 1,000,000 384-dimension vectors is about 2 GB, and a
+# build whose graph outgrows maintenance_work_mem goes on far slower (pgvector's notice).
+BUILD_MEMORY = os.environ.get("BENCH_MAINTENANCE_WORK_MEM", "3GB")
+BUILD_WORKERS = int(os.environ.get("BENCH_PARALLEL_WORKERS", "1"))
+
+
+def _copy_chunk(cursor: Any, listings: list[str], embeddings: list[str]) -> None:
+    with cursor.copy(
+        "COPY ingestion_listing (id, title, description, venue, aliases, timezone,"
+        " all_day, url, status, created_at, updated_at, content_version, fetched_kind,"
+        " audience, withdrawn_by_editor, starts_at)"
+        " FROM STDIN"
+    ) as copy:
+        copy.write("".join(listings))
+    with cursor.copy(
+        "COPY ingestion_listing_embedding (listing_id, generation_id, embedding,"
+        " content_version, embedded_at) FROM STDIN"
+    ) as copy:
+        copy.write("".join(embeddings))
+    listings.clear()
+    embeddings.clear()
+
+
+def _index(raw: Any, generation: int) -> IndexBuild:
+    """The generation's HNSW index built in one statement, timed, its memory sampled.
+    Parallel workers (BENCH_PARALLEL_WORKERS, 1 by default: on two cores the leader and
+    one worker) each hold their part; maintenance_work_mem is the whole build's."""
+    with raw.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend,) = cursor.fetchone()
+        cursor.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+        cursor.execute(f"SET max_parallel_maintenance_workers = {BUILD_WORKERS}")
+        peak = [0.0]
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample_memory, args=(backend, peak, done))
+        sampler.start()
+        started = time.perf_counter()
+        try:
+            cursor.execute(generations.hnsw_index_sql(generation, DIMENSIONS))
+        finally:
+            done.set()
+            sampler.join()
+        seconds = time.perf_counter() - started
+        cursor.execute("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers")
+    raw.commit()
+    return IndexBuild(seconds, peak[0], BUILD_MEMORY, BUILD_WORKERS)
+
+
+def _sample_memory(backend: int, peak: list[float], done: threading.Event) -> None:
+    """The most memory the building backend and its parallel workers held of their own
+    (USS: not the shared buffers they touch), every half second."""
+    leader = psutil.Process(backend)
+    postmaster = leader.parent()
+    while not done.wait(0.5):
+        processes = [leader] + [
+            child
+            for child in (postmaster.children() if postmaster else [])
+            if "parallel worker" in " ".join(_cmdline(child))
+        ]
+        total = 0
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                total += process.memory_full_info().uss
+        peak[0] = max(peak[0], total / 2**20)
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
