@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 # Flushed, not merely written: only flushed WAL is sent to replicas (a read's hint bits can
 # leave written WAL unflushed for a wal_writer_delay, which no replica could have replayed).
-_PRIMARY_POSITION = "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint"
+PRIMARY_POSITION = "SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint"
 # NULL on a server that is not a replica: it is then never read as one.
 _REPLAYED = (
     "SELECT CASE WHEN pg_is_in_recovery()"
@@ -146,7 +146,7 @@ class Replicas:
         self._checked_at = self._clock()
         deadline = Deadline(self._clock() + self._check_timeout_s, self._clock)
         try:
-            position = await _position(PRIMARY, _PRIMARY_POSITION, deadline)
+            position = await _position(PRIMARY, PRIMARY_POSITION, deadline)
         except _CHECK_FAILURES:
             return  # no reference: the lags stay as they were, until the next check
         if position is None:

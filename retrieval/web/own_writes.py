@@ -23,6 +23,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.decorators import sync_and_async_middleware
 
+from retrieval.pg.replicas import PRIMARY_POSITION
+
 COOKIE = "searchsite_written"
 _SALT = "retrieval.web.own_writes"
 MAX_AGE_S = 600
@@ -49,7 +51,7 @@ def _stamp(response: HttpResponseBase) -> None:
     if not settings.SEARCH_REPLICA_URLS:
         return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_flush_lsn(), '0/0')::bigint")
+        cursor.execute(PRIMARY_POSITION)
         (position,) = cursor.fetchone()
     response.set_signed_cookie(
         COOKIE,
