@@ -1,8 +1,8 @@
 """halfvec against vector for a generation's HNSW index (issue 36): the index's size and
 build time, recall@10 against an exact scan, and the nearest-10 statement's latency, on a
 database `bench/search.py` built (same vectors, same `m` and `ef_construction`, the same
-`ef_search`). The halfvec index is an expression index beside the search's own, dropped
-at the end.
+`ef_search`). An index of the other type than the generation's own is built beside it,
+timed, and dropped at the end.
 
     .venv/bin/python bench/halfvec.py --listings 1000000 --data-dir /tmp/bench1m
 """
@@ -47,14 +47,17 @@ def main() -> None:
         qs = queries(args.queries, records(2000, data_dir))
         embedder = get_embedder()
         vectors = {q: vector_text(embedder.embed_query(q)) for q in set(qs)}
-        half_index = f"listing_embedding_hnsw_half_g{generation.pk}"
+        own = generation.vector_type
+        other = "vector" if own == "halfvec" else "halfvec"
+        beside = f"listing_embedding_hnsw_{other}_g{generation.pk}"
+        names = {own: generations.hnsw_index_name(generation), other: beside}
         with psycopg.connect(conninfo(), autocommit=True) as conn:
             conn.execute("SET maintenance_work_mem = '3GB'")
             conn.execute("SET max_parallel_maintenance_workers = 1")
             started = time.perf_counter()
             conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {half_index} ON ingestion_listing_embedding"
-                f" USING hnsw ((embedding::halfvec({DIMENSIONS})) halfvec_cosine_ops)"
+                f"CREATE INDEX IF NOT EXISTS {beside} ON ingestion_listing_embedding"
+                f" USING hnsw ((embedding::{other}({DIMENSIONS})) {other}_cosine_ops)"
                 f" WITH (m = {settings.SEARCH_HNSW_M},"
                 f" ef_construction = {settings.SEARCH_HNSW_EF_CONSTRUCTION})"
                 f" WHERE generation_id = {generation.pk}"
@@ -63,7 +66,7 @@ def main() -> None:
             try:
                 sizes = {
                     name: conn.execute("SELECT pg_relation_size(%s::regclass)", [name]).fetchone()
-                    for name in (generations.hnsw_index_name(generation), half_index)
+                    for name in names.values()
                 }
                 conn.execute(f"SET hnsw.ef_search = {settings.SEARCH_HNSW_EF_SEARCH}")
                 recall: dict[str, list[float]] = {"vector": [], "halfvec": []}
@@ -81,14 +84,11 @@ def main() -> None:
                         latency[kind].append((time.perf_counter() - began) * 1000)
                         recall[kind].append(len(found & exact) / len(exact))
             finally:
-                conn.execute(f"DROP INDEX IF EXISTS {half_index}")
+                conn.execute(f"DROP INDEX IF EXISTS {beside}")
         ef_search = settings.SEARCH_HNSW_EF_SEARCH
         print(f"{args.listings} listings, {len(qs)} queries, ef_search {ef_search}")
-        print(f"halfvec index built in {built_s:.0f} s")
-        for kind, name in (
-            ("vector", generations.hnsw_index_name(generation)),
-            ("halfvec", half_index),
-        ):
+        print(f"{other} index built beside the generation's {own} one in {built_s:.0f} s")
+        for kind, name in names.items():
             (size,) = sizes[name] or (0,)
             print(
                 f"{kind:8s} index {size / 2**20:8.1f} MB  recall@10 "

@@ -40,9 +40,9 @@ from listings import records
 SINGLE_STATEMENT_RRF = """
 WITH semantic_search AS (
     SELECT listing_id AS id,
-           RANK() OVER (ORDER BY embedding::vector({dims}) <=> %(e)s::vector({dims}))
+           RANK() OVER (ORDER BY embedding::{kind}({dims}) <=> %(e)s::{kind}({dims}))
     FROM ingestion_listing_embedding WHERE generation_id = {generation}
-    ORDER BY embedding::vector({dims}) <=> %(e)s::vector({dims}) LIMIT 30
+    ORDER BY embedding::{kind}({dims}) <=> %(e)s::{kind}({dims}) LIMIT 30
 ),
 keyword_search AS (
     SELECT id, RANK() OVER (ORDER BY ts_rank_cd(search_vector, query) DESC)
@@ -128,6 +128,7 @@ async def in_process(
     from ingestion.embedding import DIMENSIONS
     from retrieval.bounds.deadline import Deadline, SearchDeadline
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
+    from retrieval.pg.generation import vector_type
     from retrieval.pg.lexical import PgLexicalIndex
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import PgVectorIndex
@@ -136,8 +137,9 @@ async def in_process(
 
     deps = dataclasses.replace(dependencies(), embedder=FixedEmbedder(embeddings))
     policy = budget_policy()
+    kind = await vector_type(generation, Deadline.after(1000))
     rrf = sql.SQL(SINGLE_STATEMENT_RRF).format(
-        generation=sql.Literal(generation), dims=sql.Literal(DIMENSIONS)
+        generation=sql.Literal(generation), dims=sql.Literal(DIMENSIONS), kind=sql.SQL(kind)
     )
     same_ef_search = sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
         sql.Literal(settings.SEARCH_HNSW_EF_SEARCH)
@@ -271,7 +273,11 @@ async def vector_recall(qs: list[str], embeddings: Embeddings, generation: int) 
         async with connection(1.0) as conn, conn.transaction():
             await conn.execute("SET LOCAL enable_indexscan = off")  # every row, exactly
             statement = _SEARCH.format(
-                dims=embedding.shape[0], generation=generation, filters="", next_start="starts_at"
+                dims=embedding.shape[0],
+                kind="vector",  # full precision, whatever the index holds
+                generation=generation,
+                filters="",
+                next_start="starts_at",
             )
             cursor = await conn.execute(
                 statement.replace("%(embedding)s", "%s").replace("%(limit)s", "10"),
@@ -422,6 +428,10 @@ async def sequential_under_lock(
     from pgvector import Vector
 
     from ingestion.embedding import DIMENSIONS
+    from retrieval.bounds.deadline import Deadline
+    from retrieval.pg.generation import vector_type
+
+    kind = await vector_type(generation, Deadline.after(1000))
 
     times = []
     for q in qs:
@@ -443,7 +453,7 @@ async def sequential_under_lock(
                 await conn.execute(
                     "SELECT listing_id FROM ingestion_listing_embedding"
                     f" WHERE generation_id = {generation}"
-                    f" ORDER BY embedding::vector({DIMENSIONS}) <=> %s::vector({DIMENSIONS})"
+                    f" ORDER BY embedding::{kind}({DIMENSIONS}) <=> %s::{kind}({DIMENSIONS})"
                     " LIMIT 30",
                     [Vector(embeddings[q]).to_text()],
                 )

@@ -33,15 +33,18 @@ def _hnsw_index_name(generation_id: int) -> str:
     return f"listing_embedding_hnsw_g{int(generation_id)}"
 
 
-def hnsw_index_sql(generation_id: int, dimensions: int) -> str:
+def hnsw_index_sql(generation_id: int, dimensions: int, vector_type: str = "vector") -> str:
     """The statement that gives a generation its own HNSW index (also a migration's, which
     cannot call create_generation with the models of its time)."""
     # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
-    # dimension, and the partial predicate keeps the index to this generation's rows.
+    # dimension and type, and the partial predicate keeps the index to this generation's
+    # rows. A search casts the same way (retrieval/pg/vector.py), or the planner cannot
+    # use the index.
+    kind = IndexGeneration.VectorType(vector_type).value
     return (
         f"CREATE INDEX IF NOT EXISTS {_hnsw_index_name(generation_id)} "
         f"ON ingestion_listing_embedding "
-        f"USING hnsw ((embedding::vector({int(dimensions)})) vector_cosine_ops) "
+        f"USING hnsw ((embedding::{kind}({int(dimensions)})) {kind}_cosine_ops) "
         f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
         f"ef_construction = {int(settings.SEARCH_HNSW_EF_CONSTRUCTION)}) "
         f"WHERE generation_id = {int(generation_id)}"
@@ -56,9 +59,10 @@ def create_generation(
         dimensions=dimensions,
         text_pipeline_version=TEXT_PIPELINE_VERSION,
         audience=audience,
+        vector_type=settings.SEARCH_VECTOR_TYPE,
     )
     with connection.cursor() as cursor:
-        cursor.execute(hnsw_index_sql(generation.pk, dimensions))
+        cursor.execute(hnsw_index_sql(generation.pk, dimensions, generation.vector_type))
     return generation
 
 

@@ -21,8 +21,19 @@ class IndexGeneration(models.Model):
         ACTIVE = "active"
         RETIRED = "retired"
 
+    class VectorType(models.TextChoices):
+        """What its HNSW index holds: the column keeps full precision either way, so a
+        later generation may choose again from the same rows."""
+
+        VECTOR = "vector"
+        HALFVEC = "halfvec"
+
     embedding_model = models.CharField(max_length=200)
     dimensions = models.PositiveSmallIntegerField()
+    # Generations made before the choice existed were built with vector indexes.
+    vector_type = models.CharField(
+        max_length=8, choices=VectorType.choices, default=VectorType.VECTOR, db_default="vector"
+    )
     text_pipeline_version = models.PositiveSmallIntegerField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.BUILDING)
     # The listings it embeds: public ones, or a judged collection's (Audience).

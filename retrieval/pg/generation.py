@@ -29,6 +29,7 @@ class ActiveGeneration:
     id: int
     embedding_model: str
     dimensions: int
+    vector_type: str  # what its HNSW index holds: the vector stage casts to it
 
 
 class GenerationLookup:
@@ -77,14 +78,39 @@ class GenerationLookup:
         with routed(Route(self._server, fixed=True)):
             rows = await fetch_with_local_settings(
                 GENERATION_TAG,
-                "SELECT id, embedding_model, dimensions FROM ingestion_indexgeneration"
+                "SELECT id, embedding_model, dimensions, vector_type FROM ingestion_indexgeneration"
                 " WHERE state = 'active' AND audience = %(audience)s",
                 {"audience": self._audience},
                 deadline,
             )
         self._value = ActiveGeneration(*rows[0]) if rows else None
+        if self._value is not None:
+            _VECTOR_TYPES[self._value.id] = self._value.vector_type
         self._fetched_at = self._clock()
         return self._value
 
     def forget(self) -> None:
         self._fetched_at = float("-inf")
+
+
+# A generation's vector type is fixed when it is made: kept for the life of the process,
+# learnt from each lookup of the active generation, so the vector stage of a search never
+# asks for it.
+_VECTOR_TYPES: dict[int, str] = {}
+
+
+async def vector_type(generation: int, deadline: Deadline) -> str:
+    """What `generation`'s HNSW index holds, asked of the database only the first time
+    for a generation no lookup has seen (a judged collection's, a benchmark's)."""
+    known = _VECTOR_TYPES.get(generation)
+    if known is None:
+        rows = await fetch_with_local_settings(
+            GENERATION_TAG,
+            "SELECT vector_type FROM ingestion_indexgeneration WHERE id = %(id)s",
+            {"id": generation},
+            deadline,
+        )
+        if not rows:  # no such generation: no rows of it to find either way
+            return "vector"
+        known = _VECTOR_TYPES[generation] = str(rows[0][0])
+    return known

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from django.conf import settings
 
 from retrieval.bounds.deadline import Deadline
+from retrieval.pg.generation import vector_type
 from retrieval.pg.statement import VECTOR_TAG, fetch_with_local_settings
 from retrieval.query.filters import (
     DEFAULT_SHAPE,
@@ -29,20 +30,25 @@ from retrieval.query.filters import (
 )
 from retrieval.types import DEFAULT_FILTERS, Candidate, SearchFilters
 
-# The generation and the dimension are inlined as literals: only then can the planner match
-# the generation's partial HNSW index (`WHERE generation_id = G` on `embedding::vector(N)`).
-# The query vector appears once, ordered by its output column: its text is the largest part
-# of the message, and the server parses every copy of it.
+# The generation, the dimension and the index's vector type are inlined as literals: only
+# then can the planner match the generation's partial HNSW index (`WHERE generation_id = G`
+# on `embedding::halfvec(N)`, ingestion/generations.py).
+# The index orders by its own type's distance; the rows it finds are ranked again, and
+# scored, by the full-precision one (a half-precision distance is off by about 1e-4, enough
+# to swap near neighbours), which costs `limit` distances more.
+# The query vector appears once: its text is the largest part of the message, and the
+# server parses every copy of it.
 # Among equal distances (listings of the same text) the sooner event first (a series by
 # its next date in the window), undated last: ordered again above the index scan, which
 # can give distance order alone.
 _SEARCH = """
+WITH q AS MATERIALIZED (SELECT %(embedding)s::vector({dims}) AS v)
 SELECT listing_id, distance FROM (
     SELECT listing_id, {next_start} AS starts_at,
-           embedding::vector({dims}) <=> %(embedding)s::vector({dims}) AS distance
+           embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
     FROM ingestion_listing_embedding e
     WHERE generation_id = {generation}{filters}
-    ORDER BY distance
+    ORDER BY embedding::{kind}({dims}) <=> (SELECT v::{kind}({dims}) FROM q)
     LIMIT %(limit)s) AS nearest
 ORDER BY distance, starts_at NULLS LAST, listing_id
 """
@@ -73,7 +79,7 @@ near AS (
            e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
     FROM ingestion_listing_embedding e{join}
     WHERE e.generation_id = {generation}{near_filters} AND NOT (SELECT yes FROM few)
-    ORDER BY distance
+    ORDER BY e.embedding::{kind}({dims}) <=> (SELECT v::{kind}({dims}) FROM q)
     LIMIT %(limit)s
 )
 SELECT listing_id, distance FROM (
@@ -106,7 +112,7 @@ _FILTERED_SCAN_TUPLES = 20_000
 
 
 @cache
-def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, str]]:
+def _statement(dims: int, kind: str, generation: int, of: Shape) -> tuple[str, dict[str, str]]:
     """The statement for a filter shape, and the settings it runs with."""
     local = {
         "hnsw.ef_search": str(settings.SEARCH_HNSW_EF_SEARCH),
@@ -116,6 +122,7 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
     if of == DEFAULT_SHAPE:
         return _SEARCH.format(
             dims=dims,
+            kind=kind,
             generation=generation,
             filters=conditions(of, "e"),
             next_start=next_start(of, "e"),
@@ -123,6 +130,7 @@ def _statement(dims: int, generation: int, of: Shape) -> tuple[str, dict[str, st
     joined = needs_listing(of)
     statement = _FILTERED.format(
         dims=dims,
+        kind=kind,
         generation=generation,
         passing=passing(generation, of),
         exact_max=EXACT_MAX,
@@ -184,7 +192,10 @@ class PgVectorIndex:
         deadline: Deadline,
         filters: SearchFilters = DEFAULT_FILTERS,
     ) -> list[Candidate]:
-        statement, local = _statement(int(embedding.shape[0]), int(generation), shape(filters))
+        kind = await vector_type(int(generation), deadline)
+        statement, local = _statement(
+            int(embedding.shape[0]), kind, int(generation), shape(filters)
+        )
         rows = await fetch_with_local_settings(
             VECTOR_TAG,
             statement,

@@ -12,7 +12,7 @@ from retrieval.pg import generation
 from retrieval.pg.generation import ActiveGeneration, GenerationLookup
 from tests.factories import FakeClock
 
-ROW = (7, "sentence-transformers/all-MiniLM-L6-v2", 384)
+ROW = (7, "sentence-transformers/all-MiniLM-L6-v2", 384, "halfvec")
 
 
 async def test_a_burst_of_stale_lookups_shares_one_query(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +55,7 @@ async def test_a_stale_value_answers_at_once_while_one_query_refreshes_it(
     lookup = GenerationLookup(clock=clock)
     assert await lookup.active(Deadline.after(1000)) == ActiveGeneration(*ROW)
     answer.clear()  # the next query hangs until the test answers it
-    rows = [(8, ROW[1], ROW[2])]  # a new generation was activated
+    rows = [(8, *ROW[1:])]  # a new generation was activated
     clock.advance(generation.TTL_S)
     stale = [await lookup.active(Deadline.after(1000)) for _ in range(5)]
     assert stale == [ActiveGeneration(*ROW)] * 5  # none waited for the query
@@ -64,7 +64,7 @@ async def test_a_stale_value_answers_at_once_while_one_query_refreshes_it(
     answer.set()
     await asyncio.sleep(0)  # the refresh completes
     await asyncio.sleep(0)
-    assert await lookup.active(Deadline.after(1000)) == ActiveGeneration(8, ROW[1], ROW[2])
+    assert await lookup.active(Deadline.after(1000)) == ActiveGeneration(8, *ROW[1:])
     assert queries == 2
 
 

@@ -1,11 +1,16 @@
 """The schema runs on a real PostgreSQL with the extensions the design depends on."""
 
+from typing import Any
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test import override_settings
 
 from ingestion import generations
 from ingestion.models import IndexGeneration, Listing
+from retrieval.pg.vector import _statement
+from retrieval.query.filters import parameters, shape
+from retrieval.types import DEFAULT_FILTERS, SearchFilters
 
 pytestmark = pytest.mark.django_db
 
@@ -113,16 +118,29 @@ def test_each_generation_gets_its_own_hnsw_index_over_its_rows_only() -> None:
         definition = cursor.fetchone()[0]
         assert "hnsw" in definition
         assert f"generation_id = {small.pk}" in definition
+
+
+@pytest.mark.parametrize("vector_type", ["vector", "halfvec"])
+@pytest.mark.parametrize("filters", [DEFAULT_FILTERS, SearchFilters(venue="Hall")])
+def test_the_vector_stage_reads_its_generations_index_of_either_type(
+    vector_type: str, filters: SearchFilters
+) -> None:
+    with override_settings(SEARCH_VECTOR_TYPE=vector_type):
+        generation = generations.create_generation("model-a", 3)
+    index = generations.hnsw_index_name(generation)
+    statement, _ = _statement(3, generation.vector_type, generation.pk, shape(filters))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index])
+        assert f"{vector_type}_cosine_ops" in cursor.fetchone()[0]
+        # On an empty table only a planner told that other paths are dear takes the index,
+        # and then only one whose expression the statement matches.
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_bitmapscan = off")
         cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute(
-            "EXPLAIN SELECT listing_id FROM ingestion_listing_embedding "
-            f"WHERE generation_id = {small.pk} "
-            "ORDER BY embedding::vector(3) <=> '[1,0,0]' LIMIT 5"
-        )
+        values: dict[str, Any] = {"embedding": "[1,0,0]", "limit": 5, **parameters(filters)}
+        cursor.execute(f"EXPLAIN {statement}", values)
         plan = " ".join(row[0] for row in cursor.fetchall())
-    assert generations.hnsw_index_name(small) in plan
+    assert f"Index Scan using {index}" in plan
 
 
 def test_ensure_active_generation_creates_one_only_once() -> None:
