@@ -22,10 +22,11 @@ from django.utils import timezone
 
 from ingestion.models import Source
 from ops import history as ops_history
-from ops import rollup_writer
+from ops import rollup_writer, whatif
 from ops import state as ops_state
 from ops.charts import Chart, line_chart
 from ops.history import History, Pick
+from ops.whatif import WhatIf
 from retrieval.types import Mode
 
 PERMISSION = "ops.view_ops_page"
@@ -39,6 +40,7 @@ class Section:
     exhausted_ratio: float | None  # exhausted vector budgets / eligible vector stages
     breaker_transitions: int  # changes between open and closed, as seen minute by minute
     charts: list[Chart]
+    whatif: WhatIf | None  # other vector budgets, for the active generation's searches
 
 
 def may_see(user: AbstractBaseUser | AnonymousUser) -> bool:
@@ -53,20 +55,22 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     rollup_writer.flush_this_process()
     now = timezone.now()
+    state = ops_state.read_now()
+    generation = state.generation.id if state.generation else None
     sections = [
-        section(ops_history.read(window, now))
+        section(ops_history.read(window, now), generation)
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
     context = {
         "sections": sections,
-        "now": ops_state.read_now(),
+        "now": state,
         "at": now,
         "floor_per_s": settings.EMBED_FLOOR_PER_S,
     }
     return render(request, "ops/ops.html", context)
 
 
-def section(history: History) -> Section:
+def section(history: History, generation: int | None = None) -> Section:
     key = history.window.name.replace(" ", "-")
     starts = history.starts
     modes = history.by("retrieval_completed_total", "mode")
@@ -154,6 +158,14 @@ def section(history: History) -> Section:
         exhausted_ratio=sum(exhausted) / sum(eligible) if sum(eligible) else None,
         breaker_transitions=sum(a != b for a, b in pairwise(breaker)),
         charts=charts,
+        whatif=None
+        if generation is None
+        else whatif.of_history(
+            history,
+            generation,
+            settings.SEARCH_VECTOR_BUDGET_MS / 1000,
+            (settings.SEARCH_DEADLINE_MS - settings.SEARCH_RESERVE_MS) / 1000,
+        ),
     )
 
 

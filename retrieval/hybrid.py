@@ -19,6 +19,7 @@ Invariants:
 """
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -63,6 +64,7 @@ class _VectorStage:
         self.deps, self.query, self.generation, self.limit = deps, query, generation, limit
         self.phase = "embed"
         self.embed_ms: float | None = None
+        self.watched = False
 
     async def run(self, deadline: Deadline) -> list[Candidate]:
         started = self.deps.clock()
@@ -109,7 +111,12 @@ async def hybrid_search(
             reasons.append(Reason.SHED)
         else:
             stage = _VectorStage(deps, query, generation, limit)
-            vector_task = awaiting.start(stage.run(deadline.vector), "vector")
+            # A watched stage's statements may run to the stages' deadline; its answer is
+            # still taken only by the vector budget's.
+            stage.watched = not deadline.caller_limited and deps.watch_past_budget()
+            vector_task = awaiting.start(
+                stage.run(deadline.stages if stage.watched else deadline.vector), "vector"
+            )
             # The slot is held until the search really ends, cancellation included.
             vector_task.add_done_callback(lambda _: slot.release())
             _time_stage(vector_task, timings, "vector", deps.clock, started)
@@ -202,7 +209,11 @@ async def _vector_result(
         return None
     settled = await awaiting.settle(task, deadline.vector.remaining_ms())
     if not settled or isinstance(task.exception(), StageTimeoutError):
-        task.cancel()  # psycopg sends the cancel to the server
+        _record_stage(stage, deadline, None)
+        if stage.watched and not settled:
+            _watch_on(task, stage, deadline)
+        else:
+            task.cancel()  # psycopg sends the cancel to the server
         reasons.append(Reason.EMBED_TIMEOUT if stage.phase == "embed" else Reason.VECTOR_TIMEOUT)
         if metrics.counted():
             metrics.VECTOR_EXHAUSTED.inc()
@@ -213,10 +224,45 @@ async def _vector_result(
         reasons.append(Reason.VECTOR_ERROR)
         deps.breaker.record(failed=True)
         return None
+    _record_stage(stage, deadline, deadline.elapsed_ms() / 1000)
     if metrics.counted():
         metrics.VECTOR_REMAINING.observe(deadline.vector.remaining_ms() / 1000)
     deps.breaker.record(failed=False)
     return task.result()
+
+
+def _record_stage(stage: _VectorStage, deadline: SearchDeadline, took_s: float | None) -> None:
+    """The stage's time from arrival for the what-if of other budgets, None when it was
+    cut at its budget (known only to be longer). A caller's own shorter deadline would cut
+    it earlier than the budget does, so such searches are left out."""
+    if not metrics.counted() or deadline.caller_limited:
+        return
+    labels = (stage.query.query_class, str(stage.generation))
+    took = math.inf if took_s is None else took_s
+    metrics.VECTOR_STAGE.labels(*labels).observe(took)
+    if stage.watched and took_s is not None:
+        metrics.VECTOR_STAGE_SAMPLED.labels(*labels).observe(took)
+
+
+def _watch_on(
+    task: "asyncio.Task[list[Candidate]]", stage: _VectorStage, deadline: SearchDeadline
+) -> None:
+    """Let a watched stage run on past its budget (its statements end by the stages'
+    deadline), then record how long it took, or that it did not end by then, and what it
+    cost beyond the budget. Nothing waits for it: the answer has gone without it."""
+    assert deadline.vector is not None
+    budget_s = deadline.vector.at - deadline.started_at
+
+    def done(finished: "asyncio.Task[list[Candidate]]") -> None:
+        took_s = deadline.elapsed_ms() / 1000
+        ended = not finished.cancelled() and finished.exception() is None
+        if not metrics.counted():
+            return
+        labels = (stage.query.query_class, str(stage.generation))
+        metrics.VECTOR_STAGE_SAMPLED.labels(*labels).observe(took_s if ended else math.inf)
+        metrics.VECTOR_SAMPLE_SECONDS.inc(max(0.0, took_s - budget_s))
+
+    task.add_done_callback(done)
 
 
 async def _lexical_result(

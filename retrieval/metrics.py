@@ -83,6 +83,44 @@ VECTOR_EXHAUSTED = Counter(
     "retrieval_vector_budget_exhausted",
     "Vector stages that missed their budget; divided by eligible, the early warning",
 )
+# The vector stage's time from the search's arrival, which is what its budget is counted
+# from, at the resolution a what-if of another budget needs (ops/whatif.py): every
+# candidate budget is one of these bounds, the budget in force among them
+# (retrieval/bounds/checks.py).
+WHATIF_BOUNDS = (
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.045,
+    0.05,
+    0.06,
+    0.07,
+    0.08,
+    0.1,
+    0.12,
+    0.15,
+)
+VECTOR_STAGE = Histogram(
+    "retrieval_vector_stage_seconds",
+    "Vector stages by their time from arrival; one cut at its budget counts only at +Inf",
+    ["query_class", "generation"],
+    buckets=WHATIF_BOUNDS,
+)
+VECTOR_STAGE_SAMPLED = Histogram(
+    "retrieval_vector_stage_sampled_seconds",
+    "The sampled vector stages, watched past the budget up to the stages' deadline",
+    ["query_class", "generation"],
+    buckets=WHATIF_BOUNDS,
+)
+VECTOR_SAMPLE_SECONDS = Counter(
+    "retrieval_vector_sample_seconds",
+    "Time sampled vector stages ran past their budget: what the what-if's sample costs",
+)
 VECTOR_REMAINING = Histogram(
     "retrieval_vector_remaining_budget_seconds",
     "Budget left when the vector stage completed in time",

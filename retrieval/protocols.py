@@ -84,3 +84,7 @@ class Dependencies:
     admission: Admission
     warm: Callable[[str, Query], Awaitable[None]]  # schedule cache warming for a key
     clock: Callable[[], float] = time.monotonic
+    # Whether this search's vector stage is watched past its budget, for the what-if of a
+    # looser one (ops/whatif.py): a small sample, never while the breaker or door are not
+    # at ease.
+    watch_past_budget: Callable[[], bool] = lambda: False

@@ -1,5 +1,6 @@
 """The real implementations wired together, once per process."""
 
+import random
 from functools import cache
 
 from django.conf import settings
@@ -90,6 +91,18 @@ def dependencies() -> Dependencies:
             front_door().shedding,
             TokenBucket(settings.SEARCH_WARMING_PER_S, burst=settings.SEARCH_WARMING_PER_S),
         ),
+        watch_past_budget=_watch_past_budget,
+    )
+
+
+def _watch_past_budget() -> bool:
+    """A share SEARCH_WHATIF_SAMPLE of searches, while the vector breaker is closed (as
+    this process last saw it: no round trip) and the door is not shedding: watching a stage
+    past its budget costs database time that a struggling system has not got."""
+    return (
+        random.random() < settings.SEARCH_WHATIF_SAMPLE  # noqa: S311 (not a secret)
+        and vector_breaker().last_seen_state() == "closed"
+        and not front_door().shedding()
     )
 
 

@@ -274,6 +274,10 @@ SEARCH_RESERVE_MS = env_float("SEARCH_RESERVE_MS", 15.0)
 # ingest stream at concurrency 8, and at 30 ms without it (docs/quality.md).
 SEARCH_VECTOR_BUDGET_MS = env_float("SEARCH_VECTOR_BUDGET_MS", 40.0)
 SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
+# The share of searches whose vector stage is watched on past its budget (up to the
+# stages' deadline, the answer still cut at the budget), so that the what-if of a looser
+# budget knows what the cut stages would have taken (ops/whatif.py).
+SEARCH_WHATIF_SAMPLE = env_float("SEARCH_WHATIF_SAMPLE", 0.01)
 # How long the clean-up of a statement abandoned at its deadline may take behind the
 # response (the cancel request, the server's answer, the connection's return) before its
 # connection is closed instead: a live server answers a cancel in a millisecond or two, a

@@ -4,7 +4,9 @@ checks."""
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from retrieval.metrics import WHATIF_BOUNDS
 
 
 @register()
@@ -62,6 +64,15 @@ def check_search_budgets(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 "between 2 * SEARCH_HNSW_M and 1000",
                 hint="pgvector refuses to build an HNSW index outside these bounds",
                 id="retrieval.E007",
+            )
+        )
+    if not any(abs(bound * 1000 - vector) < 1e-9 for bound in WHATIF_BOUNDS):
+        errors.append(
+            Warning(
+                "SEARCH_VECTOR_BUDGET_MS is not one of the what-if's bounds",
+                hint="a stage's time is recorded in buckets; the what-if of other budgets "
+                f"needs the one in force among them (ms): {[b * 1000 for b in WHATIF_BOUNDS]}",
+                id="retrieval.W001",
             )
         )
     return errors

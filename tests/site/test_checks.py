@@ -21,7 +21,8 @@ def test_the_default_settings_pass() -> None:
     ("overrides", "error"),
     [
         ({"SEARCH_RESERVE_MS": -1.0}, "retrieval.E002"),
-        ({"SEARCH_VECTOR_BUDGET_MS": 140.0}, "retrieval.E003"),
+        ({"SEARCH_VECTOR_BUDGET_MS": 150.0}, "retrieval.E003"),
+        ({"SEARCH_VECTOR_BUDGET_MS": 33.0}, "retrieval.W001"),
         ({"SEARCH_HNSW_EF_SEARCH": 0}, "retrieval.E006"),
         ({"SEARCH_HNSW_M": 1}, "retrieval.E007"),
         ({"SEARCH_HNSW_M": 16, "SEARCH_HNSW_EF_CONSTRUCTION": 31}, "retrieval.E007"),
