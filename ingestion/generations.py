@@ -33,7 +33,9 @@ def _hnsw_index_name(generation_id: int) -> str:
     return f"listing_embedding_hnsw_g{int(generation_id)}"
 
 
-def hnsw_index_sql(generation_id: int, dimensions: int, vector_type: str = "vector") -> str:
+def hnsw_index_sql(
+    generation_id: int, dimensions: int, vector_type: str = "vector", *, concurrently: bool = False
+) -> str:
     """The statement that gives a generation its own HNSW index (also a migration's, which
     cannot call create_generation with the models of its time)."""
     # The column is dimensionless so generations may differ; the cast gives HNSW a fixed
@@ -42,7 +44,8 @@ def hnsw_index_sql(generation_id: int, dimensions: int, vector_type: str = "vect
     # use the index.
     kind = IndexGeneration.VectorType(vector_type).value
     return (
-        f"CREATE INDEX IF NOT EXISTS {_hnsw_index_name(generation_id)} "
+        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
+        f"{_hnsw_index_name(generation_id)} "
         f"ON ingestion_listing_embedding "
         f"USING hnsw ((embedding::{kind}({int(dimensions)})) {kind}_cosine_ops) "
         f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "
@@ -52,8 +55,10 @@ def hnsw_index_sql(generation_id: int, dimensions: int, vector_type: str = "vect
 
 
 def create_generation(
-    embedding_model: str, dimensions: int, audience: str = Audience.PUBLIC
+    embedding_model: str, dimensions: int, audience: str = Audience.PUBLIC, *, index: bool = True
 ) -> IndexGeneration:
+    """A new generation, BUILDING; with its HNSW index unless `index` is False (the caller
+    then builds it once the rows are in: `copy_build`)."""
     generation = IndexGeneration.objects.create(
         embedding_model=embedding_model,
         dimensions=dimensions,
@@ -61,8 +66,49 @@ def create_generation(
         audience=audience,
         vector_type=settings.SEARCH_VECTOR_TYPE,
     )
+    if index:
+        with connection.cursor() as cursor:
+            cursor.execute(hnsw_index_sql(generation.pk, dimensions, generation.vector_type))
+    return generation
+
+
+# The vectors of a generation of the same model and text pipeline, copied as they are: only
+# the index over them differs. The dates and a series' occurrences are the triggers' to fill.
+_COPY_VECTORS = """
+INSERT INTO ingestion_listing_embedding
+    (listing_id, generation_id, embedding, content_version, embedded_at, text_digest)
+SELECT listing_id, %(into)s, embedding, content_version, embedded_at, text_digest
+FROM ingestion_listing_embedding WHERE generation_id = %(source)s
+"""
+
+
+def copy_build(source: IndexGeneration) -> IndexGeneration:
+    """A new generation whose index is built as the settings now say (its vector type,
+    `m`, `ef_construction`) over `source`'s vectors, copied rather than embedded again:
+    for a change of index, not of model or text. Left BUILDING: the embedding sweep then
+    embeds only the listings changed since, and makes it READY. Runs in autocommit.
+
+    The rows are copied in the transaction that makes the generation, so no sweep sees it
+    half copied and embeds what is about to arrive; the graph is built once they are all
+    there (pgvector: far faster than inserting into it row by row), concurrently, so that
+    ingestion writing vectors of other generations meanwhile is not blocked."""
+    if (
+        source.state == IndexGeneration.State.RETIRED
+        or source.text_pipeline_version != TEXT_PIPELINE_VERSION
+    ):
+        raise ValueError(f"{source} has no vectors of today's text pipeline to copy")
+    with transaction.atomic():
+        generation = create_generation(
+            source.embedding_model, source.dimensions, source.audience, index=False
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(_COPY_VECTORS, {"into": generation.pk, "source": source.pk})
     with connection.cursor() as cursor:
-        cursor.execute(hnsw_index_sql(generation.pk, dimensions, generation.vector_type))
+        cursor.execute(
+            hnsw_index_sql(
+                generation.pk, generation.dimensions, generation.vector_type, concurrently=True
+            )
+        )
     return generation
 
 

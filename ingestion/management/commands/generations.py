@@ -22,6 +22,12 @@ class Command(BaseCommand):
             "--inline", action="store_true", help="embed in this process instead of workers"
         )
         build.add_argument("--activate", action="store_true", help="activate when complete")
+        build.add_argument(
+            "--copy",
+            action="store_true",
+            help="copy the active generation's vectors, building only a new index over them "
+            "(a change of SEARCH_VECTOR_TYPE or the graph's settings, not of model or text)",
+        )
         for name in ("activate", "retire"):
             sub.add_parser(name).add_argument("generation", type=int)
         sub.add_parser("rollback")
@@ -42,7 +48,13 @@ class Command(BaseCommand):
             )
 
     def _build(self, options: dict[str, Any]) -> None:
-        generation = generations.create_generation(MODEL_NAME, DIMENSIONS)
+        active = generations.active_generation()
+        if not options["copy"]:
+            generation = generations.create_generation(MODEL_NAME, DIMENSIONS)
+        elif active is None:
+            raise ValueError("no active generation to copy the vectors of")
+        else:
+            generation = generations.copy_build(active)
         self.stdout.write(f"building generation {generation.pk}")
         if not options["inline"]:
             tasks.schedule_embedding()
