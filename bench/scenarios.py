@@ -15,7 +15,14 @@ a web server and an embedding worker on the bench data, then at each fraction of
   events each) and half as RSS feeds (100 items each), each payload applied as its poll
   would be (bench/feed.py's `burst`); its steps go on until every vector is written or
   --burst-limit-s has passed;
-- (c) beside the feed at --feed-share of the ingestion ceiling.
+- (c) beside the feed at --feed-share of the ingestion ceiling;
+- (d) beside a generation built in the background over the active one's vectors
+  (`manage.py generations build --copy`: the rows copied, then the HNSW index built
+  concurrently), its steps going on until it is built; the generation is retired after.
+  The model's part of a build (embedding every listing again) is left out: at 1,000,000
+  listings it takes hours here, and the burst (b) measures what the model's work does.
+
+The ingestion ceiling is measured only for the feed (c).
 
 Per scenario: the p99 of its steps (the median step's and the worst's) and its move
 against the quiet steps at the same rate, the fallback share, the lexical lag (a stream:
@@ -68,7 +75,7 @@ _PROGRESS = """
                 WHERE e.generation_id = %(generation)s AND e.listing_id = l.id
                   AND e.content_version >= l.content_version))
 """
-SHAPES = ("trickle", "burst", "feed")
+SHAPES = ("trickle", "burst", "feed", "generation")
 
 
 @dataclass
@@ -134,7 +141,7 @@ class Progress:
 @dataclass
 class Scenario:
     fraction: float
-    shape: str  # quiet, trickle, burst, feed
+    shape: str  # quiet, trickle, burst, feed, generation
     steps: list[Step]
     ingest: dict[str, Any]
 
@@ -193,9 +200,10 @@ def main() -> None:
                 postmaster,
             ).limit_rate
         )
-        ceiling = ingestion_capacity(args.ingest_records)
+        shapes = args.shapes.split(",")
+        ceiling = ingestion_capacity(args.ingest_records) if "feed" in shapes else None
         connection.close()
-        print(f"capacity limit {limit:.1f} searches/s; ingestion ceiling {ceiling:.1f} listings/s")
+        print(f"capacity limit {limit:.1f} searches/s; ingestion ceiling {ceiling} listings/s")
         base_url, groups = serve(stack, args.url, args.data_dir / "scenarios-web.log", postmaster)
         run = Runner(base_url, groups, options, itertools.cycle(pool), args)
         print(HEADER, flush=True)
@@ -204,13 +212,14 @@ def main() -> None:
         for fraction in (float(part) for part in args.fractions.split(",")):
             rate = fraction * limit
             found.append(Scenario(fraction, "quiet", run.steps(f"quiet@{fraction:g}", rate), {}))
-            shapes = args.shapes.split(",")
             if "trickle" in shapes:
                 found.append(run.stream(fraction, rate, "trickle", args.trickle))
             if "burst" in shapes:
                 found.append(run.burst(fraction, rate))
-            if "feed" in shapes:
+            if "feed" in shapes and ceiling is not None:
                 found.append(run.stream(fraction, rate, "feed", args.feed_share * ceiling))
+            if "generation" in shapes:
+                found.append(run.generation(fraction, rate))
     report(found, limit, ceiling, args)
 
 
@@ -272,6 +281,36 @@ class Runner:
         }
         return Scenario(fraction, shape, found, ingest)
 
+    def generation(self, fraction: float, rate: float) -> Scenario:
+        from django.db import connection
+
+        from ingestion import generations
+
+        active = generations.active_generation()
+        assert active is not None
+        built: list[Any] = []
+
+        def build() -> None:
+            started = time.monotonic()
+            try:
+                built.append(generations.copy_build(active))
+                built.append(time.monotonic() - started)
+            finally:
+                connection.close()  # this thread's own
+
+        builder = threading.Thread(target=build)
+        builder.start()
+        found = self.steps(f"generation@{fraction:g}", rate, until=lambda: not builder.is_alive())
+        builder.join()
+        generation, seconds = built
+        generations.retire(generation)
+        return Scenario(
+            fraction,
+            "generation",
+            found,
+            {"listings": generations.progress(active)[1], "build_s": round(seconds, 1)},
+        )
+
     def burst(self, fraction: float, rate: float) -> Scenario:
         count = self.args.burst
         with burst(count, feed_skip(self.args.ingest_records), self.args.burst_workers):
@@ -290,7 +329,7 @@ class Runner:
 
 
 def report(
-    found: Sequence[Scenario], limit: float, ceiling: float, args: argparse.Namespace
+    found: Sequence[Scenario], limit: float, ceiling: float | None, args: argparse.Namespace
 ) -> None:
     quiet = {s.fraction: statistics.median(s.p99s) for s in found if s.shape == "quiet"}
     rows = [s.figures(quiet[s.fraction]) for s in found]
@@ -309,6 +348,8 @@ def report(
             )
         elif row["shape"] == "quiet":
             lexical = vectors = "-"
+        elif row["shape"] == "generation":
+            lexical, vectors = "-", f"built in {row['build_s']} s"
         else:
             lexical = f"{row['lexical_lag_s']} s"
             vectors = f"{row['waiting_at_end']} waiting, {row['waiting_growth_per_s']:+}/s"
@@ -320,7 +361,7 @@ def report(
     document = {
         "command": " ".join(sys.argv),
         "capacity_limit": round(limit, 1),
-        "ingestion_ceiling": round(ceiling, 1),
+        "ingestion_ceiling": None if ceiling is None else round(ceiling, 1),
         "scenarios": rows,
         "steps": [step.as_json() for s in found for step in s.steps],
     }
@@ -337,7 +378,7 @@ def plot(found: Sequence[Scenario], rows: Sequence[dict[str, Any]], out: Path) -
     import matplotlib.pyplot as plt
 
     figure, (p99, waiting) = plt.subplots(1, 2, figsize=(11, 4.5))
-    shapes = ["quiet", "trickle", "burst", "feed"]
+    shapes = [shape for shape in ("quiet", *SHAPES) if any(r["shape"] == shape for r in rows)]
     fractions = sorted({row["fraction"] for row in rows})
     width = 0.8 / len(fractions)
     for n, fraction in enumerate(fractions):
