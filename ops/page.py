@@ -21,12 +21,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ingestion.models import Source
+from ops import canary, rollup_writer, whatif
 from ops import history as ops_history
-from ops import rollup_writer, whatif
 from ops import state as ops_state
+from ops.canary_views import may_run
 from ops.charts import Chart, line_chart
 from ops.history import History, Pick
 from ops.whatif import WhatIf
+from retrieval.models import Canary
 from retrieval.types import Mode
 
 PERMISSION = "ops.view_ops_page"
@@ -61,7 +63,15 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         section(ops_history.read(window, now), generation)
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
+    running = canary.running()
     context = {
+        "canary": {
+            "running": running,
+            "arms": canary.compare(running, now) if running else None,
+            "may_run": may_run(request.user),
+            "in_force": canary.in_force(),
+            "ended": Canary.objects.exclude(state=Canary.State.RUNNING).order_by("-ended_at")[:5],
+        },
         "sections": sections,
         "now": state,
         "at": now,

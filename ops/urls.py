@@ -1,5 +1,9 @@
 from django.urls import path
 
-from ops import page
+from ops import canary_views, page
 
-urlpatterns = [path("ops/", page.ops_page, name="ops-page")]
+urlpatterns = [
+    path("ops/", page.ops_page, name="ops-page"),
+    path("ops/canary/", canary_views.start, name="ops-canary-start"),
+    path("ops/canary/<int:pk>/<str:state>/", canary_views.end, name="ops-canary-end"),
+]

@@ -122,6 +122,8 @@ async def hybrid_search(
             _time_stage(vector_task, timings, "vector", deps.clock, started)
             if metrics.counted():
                 metrics.VECTOR_ELIGIBLE.inc()
+                if deadline.arm != "none":
+                    metrics.ARM_VECTOR.labels(arm=deadline.arm, outcome="eligible").inc()
         vector = await _vector_result(vector_task, stage, deadline, deps, reasons)
         found = await _lexical_result(lexical_task, deadline.stages, reasons)
         lexical = found.candidates if found is not None else None
@@ -218,6 +220,8 @@ async def _vector_result(
         if metrics.counted():
             metrics.VECTOR_EXHAUSTED.inc()
             metrics.DEADLINE_EXHAUSTED.labels(stage="vector").inc()
+            if deadline.arm != "none":
+                metrics.ARM_VECTOR.labels(arm=deadline.arm, outcome="exhausted").inc()
         deps.breaker.record(failed=True)
         return None
     if task.exception() is not None:

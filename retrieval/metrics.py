@@ -121,6 +121,31 @@ VECTOR_SAMPLE_SECONDS = Counter(
     "retrieval_vector_sample_seconds",
     "Time sampled vector stages ran past their budget: what the what-if's sample costs",
 )
+# A budget canary (retrieval/bounds/arms.py): what each arm runs by, and what its searches
+# gave, for the ops page's comparison. The arm "none" (no canary) is not recorded.
+BUDGET_MS = Gauge(
+    "retrieval_budget_ms",
+    "The budgets each arm's searches run by (the canary's 0 when none runs)",
+    ["arm", "budget"],
+    multiprocess_mode="livemostrecent",
+)
+CANARY_SHARE = Gauge(
+    "retrieval_canary_share",
+    "The share of readers in a running canary's arm (0: none runs)",
+    multiprocess_mode="livemostrecent",
+)
+ARM_ANSWERS = Counter(
+    "retrieval_arm_answers", "Searches answered in each arm, by mode", ["arm", "mode"]
+)
+ARM_UNAVAILABLE = Counter("retrieval_arm_unavailable", "Searches given a 503, per arm", ["arm"])
+ARM_SECONDS = Histogram(
+    "retrieval_arm_request_seconds", "Search latency per arm", ["arm"], buckets=LATENCY_BUCKETS
+)
+ARM_VECTOR = Counter(
+    "retrieval_arm_vector_stages",
+    "Vector stages per arm: eligible (started within budget), exhausted (cut at it)",
+    ["arm", "outcome"],
+)
 VECTOR_REMAINING = Histogram(
     "retrieval_vector_remaining_budget_seconds",
     "Budget left when the vector stage completed in time",

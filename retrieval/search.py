@@ -71,12 +71,17 @@ async def search(
         counting = awaiting.start(_facets(query, deadline, deps), "facets")
         try:
             shown = await _answered(query, deadline, deps, on_lexical, on)
-        except BaseException:
+        except BaseException as exc:
             awaiting.cancel(counting)
+            if isinstance(exc, NoAnswerError) and deadline.arm != "none":
+                metrics.ARM_UNAVAILABLE.labels(arm=deadline.arm).inc()
             raise
     shown = _with_facets(shown, counting)
     shown.outcome.reasons.extend(on.reasons)
     _count(query, shown.outcome)
+    if deadline.arm != "none":
+        metrics.ARM_ANSWERS.labels(arm=deadline.arm, mode=shown.outcome.mode).inc()
+        metrics.ARM_SECONDS.labels(arm=deadline.arm).observe(deadline.elapsed_ms() / 1000)
     return shown
 
 

@@ -17,6 +17,7 @@ from retrieval.bounds.deadline import BudgetPolicy, Deadline
 from retrieval.bounds.door import Door
 from retrieval.cache import RedisResultCache
 from retrieval.pg import route
+from retrieval.pg.budgets import BudgetsLookup
 from retrieval.pg.generation import GenerationLookup
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.replicas import forget_replicas
@@ -50,14 +51,24 @@ def forget_searchable_generation() -> None:
         lookup.forget()
 
 
-def budget_policy() -> BudgetPolicy:
+def budget_policy(
+    vector_budget_ms: float | None = None, deadline_ms: float | None = None
+) -> BudgetPolicy:
+    """The settings' policy, or with the given budgets (an arm's: retrieval/bounds/arms.py)."""
     return BudgetPolicy(
-        objective_ms=settings.SEARCH_DEADLINE_MS,
+        objective_ms=settings.SEARCH_DEADLINE_MS if deadline_ms is None else deadline_ms,
         caller_cap_ms=settings.SEARCH_CALLER_TIMEOUT_CAP_MS,
         reserve_ms=settings.SEARCH_RESERVE_MS,
-        vector_budget_ms=settings.SEARCH_VECTOR_BUDGET_MS,
+        vector_budget_ms=(
+            settings.SEARCH_VECTOR_BUDGET_MS if vector_budget_ms is None else vector_budget_ms
+        ),
         min_vector_ms=settings.SEARCH_MIN_VECTOR_BUDGET_MS,
     )
+
+
+@cache
+def budgets() -> BudgetsLookup:
+    return BudgetsLookup()
 
 
 @cache
@@ -111,6 +122,6 @@ def forget_wiring() -> None:
     Outcomes already given to the breaker are recorded first."""
     if vector_gate.cache_info().currsize:
         vector_gate().close()
-    for made in (dependencies, vector_gate, vector_breaker, front_door):
+    for made in (dependencies, vector_gate, vector_breaker, front_door, budgets):
         made.cache_clear()
     forget_replicas()

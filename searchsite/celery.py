@@ -69,6 +69,8 @@ app.conf.update(
             "task": "retrieval.tasks.refresh_suggestions",
             "schedule": env_float("SEARCH_SUGGEST_REFRESH_S", 60.0),
         },
+        # A budget canary's figures over their objectives roll it back (ops/canary.py).
+        "watch-canary": {"task": "ops.tasks.watch_canary", "schedule": 60.0},
         "recall-guardrail": {
             "task": "evaluation.tasks.recall_guardrail",
             # Read here, not from Django's settings: this module is imported before the

@@ -278,6 +278,14 @@ SEARCH_MIN_VECTOR_BUDGET_MS = env_float("SEARCH_MIN_VECTOR_BUDGET_MS", 5.0)
 # stages' deadline, the answer still cut at the budget), so that the what-if of a looser
 # budget knows what the cut stages would have taken (ops/whatif.py).
 SEARCH_WHATIF_SAMPLE = env_float("SEARCH_WHATIF_SAMPLE", 0.01)
+# The share of answers that may be fallbacks or 503s (the alert's objective too,
+# deploy/prometheus/rules.yml). A budget canary (ops/canary.py) is rolled back by itself
+# when, in every minute of the last CANARY_WINDOW_MINUTES that had searches of its arm,
+# its fallback share or its share slower than the latency objective (its p99 over it) was
+# over, and the window held at least CANARY_LEAST_ANSWERS of them.
+SEARCH_FALLBACK_OBJECTIVE = env_float("SEARCH_FALLBACK_OBJECTIVE", 0.10)
+CANARY_WINDOW_MINUTES = env_int("CANARY_WINDOW_MINUTES", 5)
+CANARY_LEAST_ANSWERS = env_float("CANARY_LEAST_ANSWERS", 50)
 # How long the clean-up of a statement abandoned at its deadline may take behind the
 # response (the cancel request, the server's answer, the connection's return) before its
 # connection is closed instead: a live server answers a cancel in a millisecond or two, a

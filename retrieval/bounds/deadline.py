@@ -5,12 +5,14 @@ timeout, and started once as a `SearchDeadline`: the one object every part of th
 is handed (both stages, the cache, loading the listings), so no part gets time of its own
 again. It runs on an injectable clock, so tests move time instead of waiting."""
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
+from retrieval.bounds.arms import Arm
 from retrieval.query.parse import BadQueryError
 
 Clock = Callable[[], float]  # seconds from an arbitrary origin; never goes backwards
@@ -67,6 +69,7 @@ class SearchDeadline:
     vector: Deadline | None  # None: too little time for a vector search to be worth starting
     caller_limited: bool  # the caller's own timeout, not our objective, is the binding one
     started_at: float  # on the deadlines' clock
+    arm: Arm = "none"  # of a budget canary, whose budgets these are (retrieval/bounds/arms.py)
 
     def elapsed_ms(self) -> float:
         return (self.end.clock() - self.started_at) * 1000
@@ -78,11 +81,12 @@ class SearchDeadline:
         *,
         caller_timeout_ms: float | None = None,
         arrived_at: float | None = None,
+        arm: Arm = "none",
     ) -> Self:
         """A request's deadline, the one way every caller makes it: the policy's budgets
         for this caller (`plan_budgets`), counted from its arrival."""
         budgets = plan_budgets(policy, caller_timeout_ms=caller_timeout_ms)
-        return cls.start(budgets, arrived_at=arrived_at)
+        return dataclasses.replace(cls.start(budgets, arrived_at=arrived_at), arm=arm)
 
     @classmethod
     def start(

@@ -55,6 +55,7 @@ _abandoned: "set[asyncio.Task[list[tuple[Any, ...]]]]" = set()
 LEXICAL_TAG = "searchsite:lexical"
 VECTOR_TAG = "searchsite:vector"
 GENERATION_TAG = "searchsite:generation"
+BUDGETS_TAG = "searchsite:budgets"
 LISTINGS_TAG = "searchsite:listings"
 SUGGEST_TAG = "searchsite:suggest"
 FACETS_TAG = "searchsite:facets"

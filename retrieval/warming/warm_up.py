@@ -31,6 +31,7 @@ from retrieval.pg.pool import WARMING_CONNECTIONS, connections_named, fill_pool
 from retrieval.pg.replicas import replicas as configured_replicas
 from retrieval.pg.route import Route
 from retrieval.query.parse import parse_query
+from retrieval.service import budgets
 from retrieval.types import NoAnswerError
 from retrieval.warming.kept_loop import close_loop_clients
 from retrieval.warming.run import search_unaccounted
@@ -209,6 +210,7 @@ async def warm_up_this_loop() -> bool:
     try:
         # Its connections first, all of them, so none is opened under traffic.
         await fill_pool(FILL_POOL_TIMEOUT_S)
+        await budgets().refresh()  # a running canary's arm from the first search on
         await _searches()
         await _replicas_searched()
         _warm_loops.add(loop)

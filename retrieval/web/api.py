@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from retrieval import metrics
 from retrieval.bounds import arrival
+from retrieval.bounds.arms import budgets_for
 from retrieval.bounds.deadline import Deadline, SearchDeadline, parse_caller_timeout
 from retrieval.pg.facets import Count, Facets
 from retrieval.pg.hydrate import ListingView
@@ -25,7 +26,7 @@ from retrieval.pg.suggestions import suggest
 from retrieval.query.filters import parse_filters
 from retrieval.query.parse import BadQueryError, parse_page, parse_query, parse_sort, parse_typed
 from retrieval.search import Shown, described, search
-from retrieval.service import budget_policy
+from retrieval.service import budget_policy, budgets
 from retrieval.types import (
     CallerDeadlineError,
     NoAnswerError,
@@ -50,6 +51,7 @@ from retrieval.web.api_types import (
     UnavailableBody,
 )
 from retrieval.web.own_writes import written_position
+from retrieval.web.reader import READER_COOKIE
 
 RETRY_AFTER_S = 1
 
@@ -76,11 +78,19 @@ def request_deadline(request: HttpRequest, caller_timeout_ms: float | None) -> S
     """The request's one deadline, counted from its arrival (retrieval/bounds/arrival.py): every
     part of its search runs by it, and so does the page's preview."""
     scope = getattr(request, "scope", {})  # an ASGI request's; a WSGI one arrived now
+    arm, vector_budget_ms, deadline_ms = budgets_for(budgets().current(), reader(request))
     return SearchDeadline.planned(
-        budget_policy(),
+        budget_policy(vector_budget_ms, deadline_ms),
         caller_timeout_ms=caller_timeout_ms,
         arrived_at=scope.get(arrival.SCOPE_KEY),
+        arm=arm,
     )
+
+
+def reader(request: HttpRequest) -> str:
+    """Who is searching, for the arm of a budget canary they stay in: the page's reader
+    cookie (retrieval/web/reader.py), else the client's address."""
+    return request.COOKIES.get(READER_COOKIE) or request.META.get("REMOTE_ADDR", "")
 
 
 def _listing_json(view: ListingView, matched: set[str], now: datetime) -> ResultBody:

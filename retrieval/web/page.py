@@ -33,6 +33,7 @@ from retrieval import search as searching
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.hydrate import ListingView, hydrate
 from retrieval.query.parse import BadQueryError
+from retrieval.service import budgets
 from retrieval.types import CallerDeadlineError, Candidate, NoAnswerError, Query, StageTimeoutError
 from retrieval.web import api
 from retrieval.web.own_writes import written_position
@@ -43,6 +44,7 @@ from retrieval.web.page_context import (
     results_context,
     unanswered_context,
 )
+from retrieval.web.reader import keep_reader
 
 # The parts every page is made of, in order; a streamed page sends the first two first.
 _START, _RESULTS, _END = (
@@ -87,7 +89,9 @@ async def search_page(request: HttpRequest) -> HttpResponse | StreamingHttpRespo
         query, caller_timeout_ms = api.parse_search(request)
     except BadQueryError as exc:
         return _page(request, form | error_context(exc), None, status=400)
-    return await _progressive(request, form, query, caller_timeout_ms)
+    response = await _progressive(request, form, query, caller_timeout_ms)
+    keep_reader(request, response, budgets().current().canary is not None)
+    return response
 
 
 async def _progressive(
