@@ -21,7 +21,9 @@ from prometheus_client.registry import Collector
 
 from evaluation.models import EvaluationRun, EvaluationSet
 from evaluation.paths import CACHE_FALLBACK, HYBRID, LEXICAL_FALLBACK
-from evaluation.runs import Report, evaluate
+from evaluation.runs import Report, evaluate, served_recall
+from retrieval.models import Canary
+from retrieval.service import budget_policy
 
 # Path names are the modes they answer in: the gauges' one label, a fixed set.
 MODES = (HYBRID, LEXICAL_FALLBACK, CACHE_FALLBACK)
@@ -48,6 +50,28 @@ def run(rng: random.Random | None = None) -> Report | None:
     return evaluate(
         evaluation_set, k=K, query_ids=sample, kind=EvaluationRun.Kind.GUARDRAIL, paths=MODES
     )
+
+
+def run_arms(rng: random.Random | None = None) -> dict[str, object] | None:
+    """With a budget canary running, the same sample of judged queries served under each
+    arm's budgets, their recall@10 kept on the canary (None: no canary, or no set)."""
+    canary = Canary.objects.filter(state=Canary.State.RUNNING).first()
+    evaluation_set = guarded_set()
+    if canary is None or evaluation_set is None:
+        return None
+    judged = sorted(evaluation_set.relevant_documents())
+    size = min(settings.EVALUATION_GUARDRAIL_QUERIES, len(judged))
+    sample = (rng or random.Random()).sample(judged, size)  # noqa: S311 (not a secret)
+    recall: dict[str, object] = {
+        arm: served_recall(evaluation_set, budget_policy(vector_ms, deadline_ms), sample, K)
+        for arm, vector_ms, deadline_ms in (
+            ("control", canary.control_vector_budget_ms, canary.control_deadline_ms),
+            ("canary", canary.vector_budget_ms, canary.deadline_ms),
+        )
+    }
+    figures = {**recall, "queries": size, "at": timezone.now().isoformat()}
+    Canary.objects.filter(pk=canary.pk, state=Canary.State.RUNNING).update(guardrail=figures)
+    return figures
 
 
 class GuardrailCollector(Collector):

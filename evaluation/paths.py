@@ -62,6 +62,9 @@ HYBRID: Final = "hybrid"
 LEXICAL_FALLBACK: Final = "lexical_fallback"
 CACHE_FALLBACK: Final = "cache_fallback"
 CACHE_WITHOUT_MERGE: Final = "cache_fallback_without_merge"
+# The search under `policy` as a reader gets it, in whatever mode it answers and with
+# nothing when it cannot (a 503 shows no listings): a budget canary's guardrail per arm.
+SERVED: Final = "served"
 # The five paths `evaluate` reports, in its order; the sixth is a variant for slices.
 PATHS: Final = (LEXICAL, VECTOR, HYBRID, LEXICAL_FALLBACK, CACHE_FALLBACK)
 ALL_PATHS: Final = (*PATHS, CACHE_WITHOUT_MERGE)
@@ -153,8 +156,11 @@ class EvaluationSearch:
         wanted = tuple(paths)
         # The cache paths serve what the hybrid search of the same query ranked.
         needs_hybrid = bool({CACHE_FALLBACK, CACHE_WITHOUT_MERGE} & set(wanted))
-        order = [p for p in ALL_PATHS if p in wanted or (p == HYBRID and needs_hybrid)]
-        generation = await searchable_generation_id(self._deadline().end, self.generations)
+        order = [p for p in (*ALL_PATHS, SERVED) if p in wanted or (p == HYBRID and needs_hybrid)]
+        # Once for the run, not a search's work: by the generous bound, whatever the policy.
+        generation = await searchable_generation_id(
+            Deadline.after(UNBOUNDED.objective_ms), self.generations
+        )
         if generation is None:
             raise NoEvaluationGenerationError(
                 "no active evaluation generation of this embedding model: import a collection"
@@ -186,6 +192,9 @@ class EvaluationSearch:
             embedding = await self.embedder.embed(query.text)
             found = await self.vector.search(embedding, generation, query.k, deadline.stages)
             return await self._shown([c.listing_id for c in found], query, deadline)
+        if path == SERVED:
+            outcome = await self._search(query, deadline, generation, vector=self.vector)
+            return [] if outcome is None else await self._shown(outcome.ranking, query, deadline)
         if path == HYBRID:
             # Its complete ranking, less the fresh documents, is what the cache paths get.
             outcome = await self._search(query, deadline, generation, vector=self.vector)

@@ -24,8 +24,16 @@ from django.utils import timezone
 
 from evaluation.metrics import Figures, PathScores, Run, score_paths, slice_by
 from evaluation.models import EvaluationRun, EvaluationSet
-from evaluation.paths import ALL_PATHS, CACHE_WITHOUT_MERGE, PATHS, EvaluationSearch, run_paths
+from evaluation.paths import (
+    ALL_PATHS,
+    CACHE_WITHOUT_MERGE,
+    PATHS,
+    SERVED,
+    EvaluationSearch,
+    run_paths,
+)
 from ingestion.models import Listing, SourceRecord
+from retrieval.bounds.deadline import BudgetPolicy
 from retrieval.query.parse import query_class
 
 FRESH_FRACTION = 0.1
@@ -113,6 +121,24 @@ def assess(
         },
         failures=runs.failures,
     )
+
+
+def served_recall(
+    evaluation_set: EvaluationSet, policy: BudgetPolicy, query_ids: Sequence[str], k: int = 10
+) -> float:
+    """Mean recall@k of the `served` path under `policy` over the set's `query_ids`: what
+    readers searching by those budgets get, unanswered searches counting as nothing."""
+    queries = dict(evaluation_set.queries.values_list("external_id", "text"))
+    queries = {qid: queries[qid] for qid in query_ids}
+    search = EvaluationSearch(
+        audience=evaluation_set.source.audience, k=k, fresh=frozenset(), policy=policy
+    )
+    runs = run_paths(search, queries, (SERVED,))
+    served = _as_documents(runs.rankings[SERVED], _documents_of(evaluation_set))
+    relevant = {
+        qid: docs for qid, docs in evaluation_set.relevant_documents().items() if qid in queries
+    }
+    return score_paths(relevant, {SERVED: served}, recall_k=k)[SERVED].means[f"recall@{k}"]
 
 
 def fresh_listings(evaluation_set: EvaluationSet, minutes: float | None = None) -> frozenset[int]:

@@ -10,4 +10,6 @@ def recall_guardrail() -> str:
     report = guardrail.run()
     if report is None:
         return "no evaluation set"
-    return f"{report.queries} queries"
+    # A budget canary's arms too, each under its own budgets, on the same run's beat.
+    arms = guardrail.run_arms()
+    return f"{report.queries} queries{'' if arms is None else ', and each canary arm'}"

@@ -54,6 +54,7 @@ class ArmFigures:
     exhausted_ratio: Interval  # vector stages cut at their budget, of those started
     p50_ms: Interval
     p99_ms: Interval
+    guardrail_recall: float | None  # the latest guardrail run under its budgets
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def compare(canary: Canary, now: datetime) -> dict[str, ArmFigures]:
     summed: dict[tuple[str, str], float] = defaultdict(float)
     for _, metric, labels, value in _rows(canary.started_at, now):
         summed[metric, labels] += value
-    return {arm: _figures(summed, arm) for arm in ARMS}
+    return {arm: _figures(summed, arm, canary.guardrail.get(arm)) for arm in ARMS}
 
 
 def _rows(since: datetime, until: datetime) -> list[tuple[datetime, str, str, float]]:
@@ -129,7 +130,9 @@ def _rows(since: datetime, until: datetime) -> list[tuple[datetime, str, str, fl
         return [(at, metric, labels, float(value)) for at, metric, labels, value in cursor]
 
 
-def _figures(summed: dict[tuple[str, str], float], arm: str) -> ArmFigures:
+def _figures(
+    summed: dict[tuple[str, str], float], arm: str, guardrail_recall: float | None
+) -> ArmFigures:
     def total(metric: str, **labels: str) -> float:
         return sum(
             value
@@ -156,6 +159,7 @@ def _figures(summed: dict[tuple[str, str], float], arm: str) -> ArmFigures:
         ),
         p50_ms=_percentile(0.5, cumulative),
         p99_ms=_percentile(0.99, cumulative),
+        guardrail_recall=guardrail_recall,
     )
 
 

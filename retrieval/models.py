@@ -41,6 +41,9 @@ class Canary(models.Model):
     ended_because = models.CharField(max_length=16, choices=Why.choices, blank=True)
     # Each arm's figures when it ended, as the ops page compared them.
     figures = models.JSONField(default=dict, blank=True)
+    # The latest recall guardrail run under each arm's budgets (evaluation/guardrail.py):
+    # {"control": recall@10, "canary": recall@10, "queries": n, "at": ISO time}.
+    guardrail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

@@ -81,6 +81,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("figures", models.JSONField(blank=True, default=dict)),
+                ("guardrail", models.JSONField(blank=True, default=dict)),
                 (
                     "ended_by",
                     models.ForeignKey(

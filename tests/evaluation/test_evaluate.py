@@ -208,3 +208,29 @@ def test_fresh_can_mean_ingested_in_the_last_minutes(collection: EvaluationSet) 
     assert (report.fresh_documents, fresh["queries"]) == (2, 2)  # q3 -> d10, q4 -> d3
     assert fresh["cache_fallback_without_merge"]["recall@3"] == 0.0
     assert fresh["cache_fallback"]["recall@3"] > 0
+
+
+def test_a_running_canary_has_the_guardrail_served_under_each_arms_budgets(
+    collection: EvaluationSet,
+) -> None:
+    from evaluation import guardrail
+    from retrieval.models import Canary
+
+    assert guardrail.run_arms() is None  # no canary runs
+    # A canary whose deadline leaves its searches no time: every one a 503, nothing shown.
+    canary = Canary.objects.create(
+        vector_budget_ms=5.0,
+        deadline_ms=1.0,
+        share=0.1,
+        control_vector_budget_ms=1000.0,
+        control_deadline_ms=5000.0,
+    )
+
+    figures = guardrail.run_arms()
+
+    canary.refresh_from_db()
+    assert canary.guardrail == figures
+    assert figures is not None
+    assert figures["queries"] == 4
+    assert figures["canary"] == 0.0
+    assert figures["control"] == 1.0  # each question's one document, as hybrid finds it
