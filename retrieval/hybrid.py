@@ -113,7 +113,11 @@ async def hybrid_search(
             stage = _VectorStage(deps, query, generation, limit)
             # A watched stage's statements may run to the stages' deadline; its answer is
             # still taken only by the vector budget's.
-            stage.watched = not deadline.caller_limited and deps.watch_past_budget()
+            stage.watched = (
+                not deadline.caller_limited
+                and deadline.arm != "canary"
+                and deps.watch_past_budget()
+            )
             vector_task = awaiting.start(
                 stage.run(deadline.stages if stage.watched else deadline.vector), "vector"
             )
@@ -237,9 +241,10 @@ async def _vector_result(
 
 def _record_stage(stage: _VectorStage, deadline: SearchDeadline, took_s: float | None) -> None:
     """The stage's time from arrival for the what-if of other budgets, None when it was
-    cut at its budget (known only to be longer). A caller's own shorter deadline would cut
-    it earlier than the budget does, so such searches are left out."""
-    if not metrics.counted() or deadline.caller_limited:
+    cut at its budget (known only to be longer). A caller's own shorter deadline, or a
+    canary's budget, would cut it elsewhere than the budget in force does, so such
+    searches are left out: the record is of the budget in force alone."""
+    if not metrics.counted() or deadline.caller_limited or deadline.arm == "canary":
         return
     labels = (stage.query.query_class, str(stage.generation))
     took = math.inf if took_s is None else took_s

@@ -131,3 +131,14 @@ async def test_a_caller_limited_search_is_left_off_the_record(watched: bool) -> 
     await hybrid_search(QUERY, deadline(caller_timeout_ms=100), deps)
     assert recorded("", 905, "+Inf") == 0
     assert recorded("_sampled", 905, "+Inf") == 0
+
+
+async def test_a_canary_arms_search_is_left_off_the_record_of_the_budget_in_force() -> None:
+    vector = FixedVector([9], generation=906)
+    deps = dataclasses.replace(
+        dependencies(FixedLexical([3]), vector, generation=906), watch_past_budget=lambda: True
+    )
+    await hybrid_search(QUERY, dataclasses.replace(deadline(), arm="canary"), deps)
+    assert recorded("", 906, "+Inf") == 0
+    await hybrid_search(QUERY, dataclasses.replace(deadline(), arm="control"), deps)
+    assert recorded("", 906, "+Inf") == 1
