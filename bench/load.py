@@ -68,6 +68,7 @@ class Options:
     poisson: bool
     objective_ms: float
     fallback_objective: float
+    readers: int = 0  # distinct reader cookies the requests cycle through (openloop.py)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ async def steps(
     groups: Groups,
     probes: Sequence[Probe],
 ) -> list[Step]:
-    connections = Connections(base_url, options.max_connections)
+    connections = Connections(base_url, options.max_connections, options.readers)
     done = []
     try:
         for label, rate in rates:

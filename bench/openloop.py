@@ -20,6 +20,7 @@ less CPU per request than a general client would.
 """
 
 import asyncio
+import itertools
 import json
 import math
 import random
@@ -96,9 +97,11 @@ class Record:
 
 
 class Connections:
-    """Keep-alive HTTP/1.1 connections to one loopback server, at most `limit` open."""
+    """Keep-alive HTTP/1.1 connections to one loopback server, at most `limit` open; with
+    `readers`, each request carries the next of that many readers' cookies (a budget
+    canary assigns arms by them: without, every request is one reader, 127.0.0.1)."""
 
-    def __init__(self, base_url: str, limit: int) -> None:
+    def __init__(self, base_url: str, limit: int, readers: int = 0) -> None:
         parts = urlsplit(loopback_base_url(base_url))
         if parts.scheme != "http":
             raise ValueError("the load generator speaks plain HTTP to loopback only")
@@ -106,6 +109,7 @@ class Connections:
         self._host_header = f"[{self.host}]" if ":" in self.host else self.host
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._readers = itertools.cycle(range(readers)) if readers else None
 
     async def get(self, target: str, on_send: Callable[[], None]) -> tuple[int, bytes]:
         """Status and body of GET `target`; `on_send` is called as its bytes are written."""
@@ -128,8 +132,10 @@ class Connections:
     ) -> tuple[int, bytes]:
         try:
             on_send()
+            cookie = "" if self._readers is None else f"Cookie: reader=r{next(self._readers)}\r\n"
             writer.write(
-                f"GET {target} HTTP/1.1\r\nHost: {self._host_header}:{self.port}\r\n\r\n".encode()
+                f"GET {target} HTTP/1.1\r\nHost: {self._host_header}:{self.port}\r\n"
+                f"{cookie}\r\n".encode()
             )
             status_line = await reader.readline()
             if not status_line:

@@ -77,7 +77,7 @@ def running() -> Canary | None:
     return Canary.objects.filter(state=Canary.State.RUNNING).first()
 
 
-def start(by: User, vector_budget_ms: float, deadline_ms: float, share: float) -> Canary:
+def start(by: User | None, vector_budget_ms: float, deadline_ms: float, share: float) -> Canary:
     """A canary of these budgets for `share` of readers; ValueError when they are not
     budgets a search can run by, or another canary runs."""
     if not 0 < share <= 0.5:

@@ -150,9 +150,9 @@ def of_history(history: History, generation: int, budget_s: float, limit_s: floa
     candidates = [bound for bound in WHATIF_BOUNDS if bound <= limit_s]
     classes, sampled = [], 0.0
     for query_class in QUERY_CLASSES:
-        pick = _of(query_class, generation)
-        record = _cumulative(history, "retrieval_vector_stage_seconds", pick)
-        watched = _cumulative(history, "retrieval_vector_stage_sampled_seconds", pick)
+        pick = of_class(query_class, generation)
+        record = cumulative(history, "retrieval_vector_stage_seconds", pick)
+        watched = cumulative(history, "retrieval_vector_stage_sampled_seconds", pick)
         sampled += watched.total
         if record.total == 0:
             continue  # a class no search of the window was of: nothing to say
@@ -174,7 +174,7 @@ def of_history(history: History, generation: int, budget_s: float, limit_s: floa
     )
 
 
-def _of(query_class: str, generation: int) -> Pick:
+def of_class(query_class: str, generation: int) -> Pick:
     return lambda labels: (
         (labels.get("query_class"), labels.get("generation"))
         == (
@@ -184,7 +184,7 @@ def _of(query_class: str, generation: int) -> Pick:
     )
 
 
-def _cumulative(history: History, histogram: str, pick: Pick) -> Cumulative:
+def cumulative(history: History, histogram: str, pick: Pick) -> Cumulative:
     by_le = {
         le: sum(counts) for le, counts in history.by(f"{histogram}_bucket", "le", pick).items()
     }
