@@ -19,9 +19,10 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 
+from ops import review
 from ops.history import interpolated
 from retrieval.metrics import LATENCY_BUCKETS
-from retrieval.models import Canary
+from retrieval.models import BudgetConditions, Canary
 from retrieval.types import Mode
 
 Z = 1.96  # 95 %
@@ -112,6 +113,8 @@ def end(canary: Canary, state: str, by: User | None, because: str, now: datetime
     )
     if not ended:
         raise ValueError(f"canary {canary.pk} is not running")
+    if state == Canary.State.PROMOTED:  # new budgets, chosen under today's conditions
+        review.record(BudgetConditions.Why.PROMOTED, by)
     canary.refresh_from_db()
     return canary
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ops import canary
-from retrieval.models import Canary
+from ops import canary, review
+from retrieval.models import BudgetConditions, Canary
 
 PERMISSION = "retrieval.run_canary"
 
@@ -61,4 +61,12 @@ def end(request: HttpRequest, pk: int, state: str) -> HttpResponseRedirect:
         messages.error(request, f"Nothing changed: {exc}")
     else:
         messages.success(request, f"{ended}: {ended.get_state_display().lower()}.")
+    return _back()
+
+
+@require_POST
+def reviewed(request: HttpRequest) -> HttpResponseRedirect:
+    """The budgets stay as they are, looked at under today's conditions."""
+    review.record(BudgetConditions.Why.REVIEWED, _runner(request))
+    messages.success(request, "Recorded: the budgets were reviewed under today's conditions.")
     return _back()

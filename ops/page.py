@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ingestion.models import Source
-from ops import canary, rollup_writer, whatif
+from ops import canary, review, rollup_writer, whatif
 from ops import history as ops_history
 from ops import state as ops_state
 from ops.canary_views import may_run
@@ -64,7 +64,13 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
     running = canary.running()
+    today = review.now()
+    chosen = review.baseline(today)
     context = {
+        "review": {
+            "chosen": chosen,
+            "changes": review.changes(chosen, today, settings.SEARCH_REVIEW_FRACTION),
+        },
         "canary": {
             "running": running,
             "arms": canary.compare(running, now) if running else None,

@@ -61,3 +61,28 @@ class Canary(models.Model):
             f"canary {self.pk}: vector {self.vector_budget_ms:g} ms, deadline"
             f" {self.deadline_ms:g} ms, {self.share:.0%} of readers ({self.state})"
         )
+
+
+class BudgetConditions(models.Model):
+    """What the search ran on when its budgets were last chosen or looked at again: a
+    canary promoted, an ops member's review, or, with nothing on record, the first look
+    (ops/review.py). A later generation, or listings, replicas or a declared capacity
+    that moved by more than SEARCH_REVIEW_FRACTION since, asks for another look."""
+
+    class Why(models.TextChoices):
+        FIRST_SEEN = "first_seen"
+        PROMOTED = "promoted"
+        REVIEWED = "reviewed"
+
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    why = models.CharField(max_length=16, choices=Why.choices)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    generation_id = models.BigIntegerField(null=True)  # the active public generation's
+    listings = models.PositiveIntegerField()  # active public listings
+    replicas = models.PositiveSmallIntegerField()  # configured (SEARCH_REPLICA_URLS)
+    capacity_per_s = models.FloatField(null=True)  # declared (SEARCH_CAPACITY_PER_S)
+
+    def __str__(self) -> str:
+        return f"conditions of {self.recorded_at:%Y-%m-%d %H:%M} ({self.why})"

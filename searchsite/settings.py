@@ -286,6 +286,12 @@ SEARCH_WHATIF_SAMPLE = env_float("SEARCH_WHATIF_SAMPLE", 0.01)
 SEARCH_FALLBACK_OBJECTIVE = env_float("SEARCH_FALLBACK_OBJECTIVE", 0.10)
 CANARY_WINDOW_MINUTES = env_int("CANARY_WINDOW_MINUTES", 5)
 CANARY_LEAST_ANSWERS = env_float("CANARY_LEAST_ANSWERS", 50)
+# The budgets are looked at again (ops/review.py) when the active generation changes, or
+# the listings, the replicas or the capacity limit the deployment declares
+# (SEARCH_CAPACITY_PER_S, from bench/capacity.py; unset: not compared) move by more than
+# this fraction since they were chosen.
+SEARCH_REVIEW_FRACTION = env_float("SEARCH_REVIEW_FRACTION", 0.25)
+SEARCH_CAPACITY_PER_S = env_float("SEARCH_CAPACITY_PER_S", 0.0) or None
 # How long the clean-up of a statement abandoned at its deadline may take behind the
 # response (the cancel request, the server's answer, the connection's return) before its
 # connection is closed instead: a live server answers a cancel in a millisecond or two, a
