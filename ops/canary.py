@@ -41,11 +41,14 @@ class Interval:
     value: float | None
     low: float | None
     high: float | None
+    share: bool = False  # shown as a percentage; else as milliseconds
 
     def __str__(self) -> str:
-        if self.value is None:
+        if self.value is None or self.low is None or self.high is None:
             return "n/a"
-        return f"{self.value:.3g} ({self.low:.3g} to {self.high:.3g})"
+        if self.share:
+            return f"{self.value:.1%} ({self.low:.1%} to {self.high:.1%})"
+        return f"{self.value:.1f} ({self.low:.1f} to {self.high:.1f})"
 
 
 @dataclass(frozen=True)
@@ -182,11 +185,11 @@ def _merged(buckets: list[tuple[float, float]]) -> list[tuple[float, float]]:
 def wilson(part: float, whole: float) -> Interval:
     """`part / whole` with Wilson's 95 % interval; None for no observations."""
     if whole <= 0:
-        return Interval(None, None, None)
+        return Interval(None, None, None, share=True)
     p = part / whole
     centre = (p + Z * Z / (2 * whole)) / (1 + Z * Z / whole)
     half = Z * math.sqrt(p * (1 - p) / whole + Z * Z / (4 * whole * whole)) / (1 + Z * Z / whole)
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), share=True)
 
 
 def _percentile(q: float, cumulative: list[tuple[float, float]]) -> Interval:
@@ -199,7 +202,8 @@ def _percentile(q: float, cumulative: list[tuple[float, float]]) -> Interval:
     value, low, high = (
         interpolated(min(1.0, max(0.0, share)), cumulative) for share in (q, q - spread, q + spread)
     )
-    return Interval(*(v * 1000 if v is not None else None for v in (value, low, high)))
+    value_ms, low_ms, high_ms = (v * 1000 if v is not None else None for v in (value, low, high))
+    return Interval(value_ms, low_ms, high_ms)
 
 
 @dataclass(frozen=True)
