@@ -4,7 +4,8 @@ database `bench/search.py` built (same vectors, same `m` and `ef_construction`, 
 `ef_search`). An index of the other type than the generation's own is built beside it,
 timed, and dropped at the end.
 
-    .venv/bin/python bench/halfvec.py --listings 1000000 --data-dir /tmp/bench1m
+    .venv/bin/python bench/halfvec.py --listings 1000000 --data-dir /tmp/bench1m \
+        [--ef-search 80,200,400]
 """
 
 import argparse
@@ -31,6 +32,9 @@ def main() -> None:
     parser.add_argument("--listings", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument(
+        "--ef-search", help="values to measure at, comma-separated (else the setting's)"
+    )
     args = parser.parse_args()
     with running(args.data_dir):
         from django.conf import settings
@@ -68,34 +72,52 @@ def main() -> None:
                     name: conn.execute("SELECT pg_relation_size(%s::regclass)", [name]).fetchone()
                     for name in names.values()
                 }
-                conn.execute(f"SET hnsw.ef_search = {settings.SEARCH_HNSW_EF_SEARCH}")
-                recall: dict[str, list[float]] = {"vector": [], "halfvec": []}
-                latency: dict[str, list[float]] = {"vector": [], "halfvec": []}
-                for number, q in enumerate(qs):
-                    exact = _exact(conn, generation.pk, DIMENSIONS, vectors[q])
-                    # Alternated, so a drift of the machine weighs on both alike.
-                    kinds = ("vector", "halfvec") if number % 2 else ("halfvec", "vector")
-                    for kind in kinds:
-                        statement = NEAREST.format(
-                            generation=generation.pk, kind=kind, dims=DIMENSIONS
-                        )
-                        began = time.perf_counter()
-                        found = {row[0] for row in conn.execute(statement, [vectors[q]])}
-                        latency[kind].append((time.perf_counter() - began) * 1000)
-                        recall[kind].append(len(found & exact) / len(exact))
+                exact = {q: _exact(conn, generation.pk, DIMENSIONS, vectors[q]) for q in set(qs)}
+                efs = [int(ef) for ef in (args.ef_search or "").split(",") if ef] or [
+                    settings.SEARCH_HNSW_EF_SEARCH
+                ]
+                found = {
+                    ef: _nearest(conn, generation.pk, DIMENSIONS, qs, vectors, exact, ef)
+                    for ef in efs
+                }
             finally:
                 conn.execute(f"DROP INDEX IF EXISTS {beside}")
-        ef_search = settings.SEARCH_HNSW_EF_SEARCH
-        print(f"{args.listings} listings, {len(qs)} queries, ef_search {ef_search}")
+        print(f"{args.listings} listings, {len(qs)} queries")
         print(f"{other} index built beside the generation's {own} one in {built_s:.0f} s")
         for kind, name in names.items():
             (size,) = sizes[name] or (0,)
-            print(
-                f"{kind:8s} index {size / 2**20:8.1f} MB  recall@10 "
-                f"{statistics.mean(recall[kind]):.3f}  latency p50 "
-                f"{percentile(latency[kind], 0.5):6.2f}"
-                f" p99 {percentile(latency[kind], 0.99):6.2f} ms"
-            )
+            print(f"{kind:8s} index {size / 2**20:8.1f} MB")
+        for ef, (recall, latency) in found.items():
+            for kind in names:
+                print(
+                    f"ef_search {ef:4d} {kind:8s} recall@10 {statistics.mean(recall[kind]):.3f}"
+                    f"  latency p50 {percentile(latency[kind], 0.5):6.2f}"
+                    f" p99 {percentile(latency[kind], 0.99):6.2f} ms"
+                )
+
+
+def _nearest(
+    conn: "psycopg.Connection[tuple[int]]",
+    generation: int,
+    dims: int,
+    qs: list[str],
+    vectors: dict[str, str],
+    exact: dict[str, set[int]],
+    ef_search: int,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each type's recall@10 and latency per query at `ef_search`, the two alternated per
+    query, so a drift of the machine weighs on both alike."""
+    conn.execute(f"SET hnsw.ef_search = {ef_search}")
+    recall: dict[str, list[float]] = {"vector": [], "halfvec": []}
+    latency: dict[str, list[float]] = {"vector": [], "halfvec": []}
+    for number, q in enumerate(qs):
+        for kind in ("vector", "halfvec") if number % 2 else ("halfvec", "vector"):
+            statement = NEAREST.format(generation=generation, kind=kind, dims=dims)
+            began = time.perf_counter()
+            found = {row[0] for row in conn.execute(statement, [vectors[q]])}
+            latency[kind].append((time.perf_counter() - began) * 1000)
+            recall[kind].append(len(found & exact[q]) / len(exact[q]))
+    return recall, latency
 
 
 def _exact(
