@@ -298,7 +298,8 @@ SEARCH_CAPACITY_PER_S = env_float("SEARCH_CAPACITY_PER_S", 0.0) or None
 # frozen one never (retrieval/pg/statement.py).
 SEARCH_CLEANUP_BOUND_MS = env_float("SEARCH_CLEANUP_BOUND_MS", 1000.0)
 # 80, not 40: CACM dev's vector recall@10 0.270 -> 0.302, the others unchanged, for a
-# statement bounded by it (docs/quality.md).
+# statement bounded by it (docs/quality.md). A graph of 1,000,000 listings needs 800 for
+# recall@10 0.95 (docs/benchmarks.md): set it with the corpus.
 SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)
 # How each generation's HNSW index is built. At 100,000 listings, ef_construction 200
 # against pgvector's default 64: recall@10 at ef_search 40 0.68 -> 0.87, 0.07 ms more per
