@@ -4,13 +4,12 @@ second per process and never on a search's path. A search reads the value the pr
 has; a stale one starts a refresh behind it. Until a process's first read answers (its
 warm-up makes one), the settings' budgets apply."""
 
-import asyncio
 import time
-import weakref
 from collections.abc import Callable
 
 from django.conf import settings
 
+from resilience.single_flight import SingleFlight
 from retrieval import metrics
 from retrieval.bounds.arms import CanaryBudgets, InForce
 from retrieval.bounds.deadline import Deadline
@@ -42,25 +41,15 @@ class BudgetsLookup:
         self._value: InForce | None = None
         self._fetched_at = float("-inf")
         # One read in flight per event loop, however many searches find the value stale.
-        self._reading: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Task[InForce]
-        ] = weakref.WeakKeyDictionary()
+        self._reads: SingleFlight[InForce] = SingleFlight()
 
     def current(self) -> InForce:
         """The budgets as last read (the settings' before any read), a refresh started
         behind the caller when they are older than a second."""
         if self._clock() - self._fetched_at >= TTL_S:
-            loop = asyncio.get_running_loop()
-            if loop not in self._reading:
-                reading = loop.create_task(self.refresh())
-                self._reading[loop] = reading
-                reading.add_done_callback(lambda task: self._read(loop, task))
+            # A failed read leaves the last value in force; the next search tries again.
+            self._reads.run(self.refresh, name="budgets-read")
         return self._value or by_settings()
-
-    def _read(self, loop: asyncio.AbstractEventLoop, task: "asyncio.Task[InForce]") -> None:
-        self._reading.pop(loop, None)
-        if not task.cancelled():
-            task.exception()  # retrieved: a failed read leaves the last value in force
 
     async def refresh(self) -> InForce:
         with routed(Route(PRIMARY, fixed=True)):

@@ -12,11 +12,11 @@ the cache without sleeping.
 
 import asyncio
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingestion.models import Audience
+from resilience.single_flight import SingleFlight
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.route import PRIMARY, Route, Server, routed
 from retrieval.pg.statement import GENERATION_TAG, fetch_with_local_settings
@@ -50,29 +50,17 @@ class GenerationLookup:
         # The lookup in flight on each event loop: a burst of searches that all find the
         # value stale shares one query, instead of each asking the pool for a connection
         # at once (twenty concurrent searches on a cold pool timed out waiting for them).
-        self._fetching: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Task[ActiveGeneration | None]
-        ] = weakref.WeakKeyDictionary()
+        self._fetching: SingleFlight[ActiveGeneration | None] = SingleFlight()
 
     async def active(self, deadline: Deadline) -> ActiveGeneration | None:
         if self._clock() - self._fetched_at < TTL_S:
             return self._value
-        loop = asyncio.get_running_loop()
-        fetching = self._fetching.get(loop)
-        if fetching is None:
-            fetching = loop.create_task(self._fetch(deadline))
-            self._fetching[loop] = fetching
-            fetching.add_done_callback(self._fetched)
+        fetching = self._fetching.run(lambda: self._fetch(deadline), name="generation-lookup")
         if self._fetched_at > float("-inf"):
             return self._value  # stale, and being refreshed
         # Shielded: a caller that gives up (its deadline, or its client gone) leaves the
         # shared lookup to the others; the lookup is bounded by its own statement_timeout.
         return await asyncio.wait_for(asyncio.shield(fetching), deadline.remaining_ms() / 1000)
-
-    def _fetched(self, task: "asyncio.Task[ActiveGeneration | None]") -> None:
-        self._fetching.pop(task.get_loop(), None)
-        if not task.cancelled():
-            task.exception()  # retrieved: every waiter may have stopped waiting
 
     async def _fetch(self, deadline: Deadline) -> ActiveGeneration | None:
         with routed(Route(self._server, fixed=True)):

@@ -20,7 +20,6 @@ import itertools
 import logging
 import math
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from django.conf import settings
 from psycopg_pool import PoolTimeout
 
 from resilience.breaker import BreakerPolicy, BreakerState, admit, policy_from_settings, record
+from resilience.single_flight import SingleFlight
 from retrieval import metrics
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg import route
@@ -82,9 +82,7 @@ class Replicas:
         # lag past the bound from one within it.
         self._positions: deque[tuple[float, int]] = deque()
         self._turn = itertools.count()
-        self._checking: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._checks: SingleFlight[None] = SingleFlight()
 
     def route(self, min_lsn: int | None = None) -> Route:
         """Where a search starting now reads (`min_lsn`: the reader's own last change,
@@ -134,12 +132,7 @@ class Replicas:
     def _check_if_stale(self) -> None:
         if not self._replicas or self._clock() - self._checked_at < self._check_s:
             return
-        loop = asyncio.get_running_loop()
-        if loop in self._checking:
-            return
-        checking = loop.create_task(self.check(), name="replica-check")
-        self._checking[loop] = checking
-        checking.add_done_callback(lambda task: self._checking.pop(task.get_loop(), None))
+        self._checks.run(self.check, name="replica-check")
 
     async def check(self) -> None:
         """Read the primary's WAL position, then every replica's replay, and set their lags."""
