@@ -104,11 +104,19 @@ def copy_build(source: IndexGeneration) -> IndexGeneration:
         with connection.cursor() as cursor:
             cursor.execute(_COPY_VECTORS, {"into": generation.pk, "source": source.pk})
     with connection.cursor() as cursor:
-        cursor.execute(
-            hnsw_index_sql(
-                generation.pk, generation.dimensions, generation.vector_type, concurrently=True
+        # Searches go on meanwhile: the graph is built by this backend alone (Postgres'
+        # default gives it two parallel workers more, three processes on two cores), so it
+        # takes longer and leaves the other cores to them.
+        workers = int(settings.GENERATION_BUILD_PARALLEL_WORKERS)
+        cursor.execute(f"SET max_parallel_maintenance_workers = {workers}")
+        try:
+            cursor.execute(
+                hnsw_index_sql(
+                    generation.pk, generation.dimensions, generation.vector_type, concurrently=True
+                )
             )
-        )
+        finally:
+            cursor.execute("RESET max_parallel_maintenance_workers")
     return generation
 
 

@@ -311,6 +311,9 @@ SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
 # (docs/decisions/hnsw-indexes-hold-half-precision.md). A generation keeps the type it was
 # built with.
 SEARCH_VECTOR_TYPE = env_choice("SEARCH_VECTOR_TYPE", "halfvec", ("halfvec", "vector"))
+# Parallel workers beside the backend that builds a copied generation's index while
+# searches run (ingestion/generations.py's copy_build): none, so the build takes one core.
+GENERATION_BUILD_PARALLEL_WORKERS = env_int("GENERATION_BUILD_PARALLEL_WORKERS", 0)
 SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
 # Suggestions as a visitor types (GET /api/suggest, retrieval/pg/suggestions.py): a deadline
 # of their own, far under a search's (a keystroke's answer is stale by the next one), how
