@@ -102,8 +102,11 @@ def main() -> None:
         if predicted.degraded is not None and measured.value is not None:
             gap = abs(predicted.degraded - measured.value) * 100
             print(f"difference {gap:.2f} percentage points (target <= 2)")
-        for arm, figures in arms.items():
-            print(f"{arm:8s} {figures}")
+        for arm, f in arms.items():
+            print(
+                f"{arm:8s} {f.answers} searches, fallback share {f.fallback_share}, exhausted"
+                f" {f.exhausted_ratio}, p50 {f.p50_ms} ms, p99 {f.p99_ms} ms"
+            )
 
 
 if __name__ == "__main__":
