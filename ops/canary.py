@@ -21,7 +21,7 @@ from django.db import IntegrityError, connection, transaction
 
 from ops import review
 from ops.history import interpolated
-from retrieval.metrics import LATENCY_BUCKETS
+from retrieval.metrics import LATENCY_BUCKETS, WHATIF_BOUNDS
 from retrieval.models import BudgetConditions, Canary
 from retrieval.types import Mode
 
@@ -87,6 +87,14 @@ def start(by: User | None, vector_budget_ms: float, deadline_ms: float, share: f
     if not 0 < share <= 0.5:
         raise ValueError("the canary's share of readers must be more than 0 and at most 0.5")
     reserve, least = settings.SEARCH_RESERVE_MS, settings.SEARCH_MIN_VECTOR_BUDGET_MS
+    bounds = [bound * 1000 for bound in WHATIF_BOUNDS]
+    if not any(abs(bound - vector_budget_ms) < 1e-9 for bound in bounds):
+        # Promoted, it is the budget the what-if's record is cut at: one of its bounds.
+        raise ValueError(
+            "the vector budget must be one of the what-if's: "
+            + ", ".join(f"{bound:g}" for bound in bounds)
+            + " ms"
+        )
     if not least <= vector_budget_ms < deadline_ms - reserve:
         raise ValueError(
             f"the vector budget must be at least {least:g} ms and leave the reserve"

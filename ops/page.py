@@ -59,8 +59,9 @@ def ops_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     state = ops_state.read_now()
     generation = state.generation.id if state.generation else None
+    in_force = canary.in_force()
     sections = [
-        section(ops_history.read(window, now), generation)
+        section(ops_history.read(window, now), generation, in_force)
         for window in (ops_history.LAST_HOUR, ops_history.LAST_DAY)
     ]
     running = canary.running()
@@ -75,7 +76,7 @@ def ops_page(request: HttpRequest) -> HttpResponse:
             "running": running,
             "arms": canary.compare(running, now) if running else None,
             "may_run": may_run(request.user),
-            "in_force": canary.in_force(),
+            "in_force": in_force,
             "ended": Canary.objects.exclude(state=Canary.State.RUNNING).order_by("-ended_at")[:5],
         },
         "sections": sections,
@@ -86,7 +87,9 @@ def ops_page(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/ops.html", context)
 
 
-def section(history: History, generation: int | None = None) -> Section:
+def section(
+    history: History, generation: int | None = None, in_force: canary.InForce | None = None
+) -> Section:
     key = history.window.name.replace(" ", "-")
     starts = history.starts
     modes = history.by("retrieval_completed_total", "mode")
@@ -174,13 +177,14 @@ def section(history: History, generation: int | None = None) -> Section:
         exhausted_ratio=sum(exhausted) / sum(eligible) if sum(eligible) else None,
         breaker_transitions=sum(a != b for a, b in pairwise(breaker)),
         charts=charts,
+        # Of the budgets in force: the only ones the record's stages were cut at.
         whatif=None
-        if generation is None
+        if generation is None or in_force is None
         else whatif.of_history(
             history,
             generation,
-            settings.SEARCH_VECTOR_BUDGET_MS / 1000,
-            (settings.SEARCH_DEADLINE_MS - settings.SEARCH_RESERVE_MS) / 1000,
+            in_force.vector_budget_ms / 1000,
+            (in_force.deadline_ms - settings.SEARCH_RESERVE_MS) / 1000,
         ),
     )
 

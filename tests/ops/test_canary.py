@@ -9,6 +9,8 @@ import pytest
 from django.test import Client, RequestFactory
 from prometheus_client import REGISTRY
 
+from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.generations import ensure_active_generation
 from ops import canary
 from ops.canary import Minute, verdict
 from ops.models import MetricRollup
@@ -122,6 +124,7 @@ def test_a_canary_over_its_fallback_objective_for_the_window_is_rolled_back() ->
 
 @pytest.mark.django_db
 def test_an_ops_member_starts_promotes_and_the_budgets_are_in_force(client: Client) -> None:
+    ensure_active_generation(MODEL_NAME, DIMENSIONS)  # the what-if is of its searches
     client.force_login(ops_personas.ops_member())
     response = client.post(
         "/ops/canary/", {"vector_budget_ms": "30", "deadline_ms": "150", "share_percent": "10"}
@@ -144,7 +147,10 @@ def test_an_ops_member_starts_promotes_and_the_budgets_are_in_force(client: Clie
     assert (running.state, running.ended_because) == (Canary.State.PROMOTED, Canary.Why.OPERATOR)
     assert running.ended_by is not None
     assert canary.in_force().vector_budget_ms == 30.0
-    assert "promoted from canary" in client.get("/ops/").content.decode()
+    page = client.get("/ops/").content.decode()
+    assert "promoted from canary" in page
+    # The what-if is of the budget now in force.
+    assert "30 ms (in force)" in page
 
 
 @pytest.mark.django_db
@@ -172,8 +178,10 @@ def test_others_can_neither_start_nor_end_a_canary(client: Client, persona: obje
 @pytest.mark.django_db
 def test_a_second_canary_and_budgets_no_search_can_run_by_are_refused() -> None:
     member = ops_personas.ops_member()
-    with pytest.raises(ValueError, match="vector budget"):
-        canary.start(member, 140.0, 150.0, 0.1)
+    with pytest.raises(ValueError, match="vector budget must be at least"):
+        canary.start(member, 150.0, 150.0, 0.1)
+    with pytest.raises(ValueError, match="one of the what-if's"):
+        canary.start(member, 33.0, 150.0, 0.1)
     with pytest.raises(ValueError, match="share"):
         canary.start(member, 30.0, 150.0, 0.9)
     canary.start(member, 30.0, 150.0, 0.1)
