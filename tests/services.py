@@ -21,6 +21,12 @@ _services: embedded.EmbeddedServices | None = None
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests() -> None:
     global _services
+    # No search's vector stage is watched past its budget unless a test says so (an
+    # injected `watch_past_budget`, tests/retrieval/test_vector_stage_record.py): at 1 % by
+    # chance, a watched statement outlives its budget by design, and a test asserting that
+    # none does would fail one search in a hundred. Set before the settings are read, and
+    # inherited by the processes tests start.
+    os.environ.setdefault("SEARCH_WHATIF_SAMPLE", "0")
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
         return
     base = Path(tempfile.mkdtemp(prefix="searchsite-test-"))

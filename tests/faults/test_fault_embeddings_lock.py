@@ -6,6 +6,10 @@ results, says why, and no vector statement outlives its budget by more than 20 m
 The vector breaker is kept closed (a minimum of calls above the load's), or it would
 open after ten timeouts and the searches after those would start no statement to abandon.
 
+A search watched past its budget for the what-if (SEARCH_WHATIF_SAMPLE, 1 % by default)
+is the one exception by design: its statement runs to the stages' deadline. The tests run
+with none watched (tests/services.py).
+
 Two defences end a vector statement at its budget: the search's client-side cancel and
 the statement's own `statement_timeout`. The load test holds if either is there; the
 frozen client's test below needs the server's, since a process that cannot run (stopped,
