@@ -14,11 +14,13 @@ EDITORS, OPS = "editors", "ops"
 
 
 def make_roles() -> None:
-    """The groups made again by the roles migration's own function, for a transactional
-    test: those before it flushed the database, and the migration's rows with it."""
+    """The groups made again by the roles migrations' own functions, for a transactional
+    test: those before it flushed the database, and the migrations' rows with it. The
+    ops group's budget canaries came in a later migration of their own."""
     importlib.import_module("ingestion.migrations.0009_editor_and_ops_roles").create_roles(
         apps, None
     )
+    importlib.import_module("retrieval.migrations.0011_budget_canary").grant_to_ops(apps, None)
 
 
 def member_of(group: str, username: str | None = None) -> User:

@@ -178,7 +178,9 @@ def test_an_action_ops_post_anyway_changes_nothing(
 
 def test_ops_run_generations_and_see_the_ops_page() -> None:
     user = member_of(OPS)
-    assert user.has_perms(["ingestion.change_indexgeneration", "ops.view_ops_page"])
+    assert user.has_perms(
+        ["ingestion.change_indexgeneration", "ops.view_ops_page", "retrieval.run_canary"]
+    )
     assert user.has_perm("ingestion.view_apitoken")
     for permission in ("ingestion.change_listing", "ingestion.merge_listing", "auth.view_user"):
         assert not user.has_perm(permission), permission
