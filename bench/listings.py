@@ -75,6 +75,11 @@ def _generated(rng: random.Random) -> Iterator[dict[str, object]]:
         }
 
 
+def real_records(data_dir: Path) -> list[dict[str, object]]:
+    """Every Open House London venue's events as they are, none repeated."""
+    return list(_open_house(data_dir))
+
+
 def records(count: int, data_dir: Path | None, seed: int = 7) -> list[dict[str, object]]:
     """`count` editorial records with unique ids; real texts first, then generated ones."""
     rng = random.Random(seed)

@@ -8,9 +8,9 @@ consistent with each other, which is what both branches need.
 
 The listings spread along the lines between the base listings rather than crowding round
 them: with a fixed weight and noise of 0.01 in each dimension, 1,000,000 listings made
-2,000 crowds of 500 whose differences were the noise's 384 dimensions, a local intrinsic
-dimension (MLE, k = 20) of 17 at 100,000 listings against 8 now and 1.5 for the 2,810
-distinct real listings themselves (docs/benchmarks.md, "Search at 1,000,000 listings")."""
+2,000 crowds of 500 near-copies. Neither set is the real thing: bench/vector_spread.py
+estimates their local intrinsic dimension beside the real listings' (docs/benchmarks.md,
+"Search at 1,000,000 listings")."""
 
 import contextlib
 import os

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, SHARED_DATA
-from listings import records
+from listings import real_records
 
 NEIGHBOURS = 20
 POINTS = 200
@@ -55,7 +55,7 @@ def main() -> None:
     texts = list(
         dict.fromkeys(
             embedding_text(str(r["title"]), str(r["venue"]), [], str(r["description"])[:300])
-            for r in records(10**6, SHARED_DATA)
+            for r in real_records(SHARED_DATA)
         )
     )
     real = np.asarray(get_embedder().embed_documents(texts), dtype=np.float32)
