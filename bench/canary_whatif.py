@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, running
 
 sys.path.insert(0, str(REPO))
-from capacity import query_pool, search_capacity
+from capacity import limit_rate, query_pool
 from load import HEADER, Options, steps
 from stack import add_stack_arguments, prepare, serve, step_probes
 
@@ -48,14 +48,7 @@ def main() -> None:
 
         postmaster = prepare(args.data_dir)
         pool = query_pool(60_000)
-        limit = (
-            args.limit
-            or search_capacity(
-                pool[-args.capacity_queries :],
-                pool[-args.capacity_queries - 50 : -args.capacity_queries],
-                postmaster,
-            ).limit_rate
-        )
+        limit = limit_rate(args.limit, pool, args.capacity_queries, postmaster)
         rate = args.fraction * limit
         print(f"capacity limit {limit:.1f} searches/s; searching at {rate:.1f}/s")
         base_url, groups = serve(stack, None, args.data_dir / "canary-web.log", postmaster)

@@ -125,6 +125,16 @@ def search_capacity(
     return uvloop.run(measure())
 
 
+def limit_rate(
+    given: float | None, pool: Sequence[str], queries: int, postmaster: psutil.Process
+) -> float:
+    """`given` (searches/s), else the capacity limit measured with the pool's last
+    `queries` after the 50 before them (bench/scenarios.py, bench/canary_whatif.py)."""
+    if given:
+        return given
+    return search_capacity(pool[-queries:], pool[-queries - 50 : -queries], postmaster).limit_rate
+
+
 def query_pool(needed: int) -> list[str]:
     """Distinct title-word queries (bench/search.py's, of the bench data's own titles), as
     many as `needed` if the words allow."""

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, running
 
 sys.path.insert(0, str(REPO))
-from capacity import feed_skip, ingestion_capacity, query_pool, search_capacity
+from capacity import feed_skip, ingestion_capacity, limit_rate, query_pool
 from feed import BURST_SOURCES, FEED_SOURCE, burst, feed_stream
 from load import HEADER, Options, Step, steps
 from stack import Groups, add_stack_arguments, prepare, serve, step_probes
@@ -192,14 +192,7 @@ def main() -> None:
             args.fallback_objective,
         )  # fmt: skip
         pool = query_pool(60_000)
-        limit = (
-            args.limit
-            or search_capacity(
-                pool[-args.capacity_queries :],
-                pool[-args.capacity_queries - 50 : -args.capacity_queries],
-                postmaster,
-            ).limit_rate
-        )
+        limit = limit_rate(args.limit, pool, args.capacity_queries, postmaster)
         shapes = args.shapes.split(",")
         ceiling = ingestion_capacity(args.ingest_records) if "feed" in shapes else None
         connection.close()
