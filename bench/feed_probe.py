@@ -2,7 +2,7 @@
 ramp, so that two commits can be compared step for step with the same load.
 
     .venv/bin/python bench/feed_probe.py [--searches 20] [--feed 40 | --burst 5000]
-        [--steps 3] [--step-seconds 20] [--data-dir /tmp/bench100k]
+        [--steps 3] [--step-seconds 20] [--pairs N] [--data-dir /tmp/bench100k]
 
 With --burst, the listings arrive at once instead (bench/feed.py delivering them as fast
 as its polls go), and the bench also prints when the last of them was lexically
@@ -14,15 +14,25 @@ same rate while bench/feed.py ingests --feed listings a second. The rows are
 bench/load.py's, with its columns (`embpend`: listings waiting for their embedding).
 Unlike bench/load.py's ramp, both rates are fixed, not fractions of limits measured in
 the run, so runs of two commits offer exactly the same load.
+
+With --pairs N, quiet steps and feed steps alternate, N of each, the feed started for
+each of its steps and its listings removed after it (with their vectors, done or not), so
+that every feed step is compared with the quiet steps around it rather than with one
+quiet step before them all: on this shared machine a quiet step's p99 alone varies by
+half from one run to the next. It prints the median of the feed steps' p99 over the
+quiet steps', with a 95 % interval from resampling the pairs.
 """
 
 import argparse
 import asyncio
 import itertools
+import statistics
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, running
@@ -42,6 +52,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=0, help="listings at once, not a feed")
     parser.add_argument("--steps", type=int, default=3, help="with the feed")
     parser.add_argument("--step-seconds", type=float, default=20.0)
+    parser.add_argument("--pairs", type=int, default=0, help="quiet and feed steps alternated")
     add_stack_arguments(parser)
     args = parser.parse_args()
     with running(args.data_dir), ExitStack() as stack:
@@ -67,6 +78,15 @@ def main() -> None:
 
         print(HEADER, flush=True)
         run("warm-up", ["warm"])
+        if args.pairs:
+            skip, pairs = feed_skip(args.ingest_records), []
+            for n in range(args.pairs):
+                (quiet,) = run("quiet", [f"q{n}"])
+                with feed_stream(args.feed, args.step_seconds + args.timeout_s + 30, skip):
+                    (fed,) = run("feed", [f"f{n}"])
+                pairs.append((quiet.figures.latency_ms["p99"], fed.figures.latency_ms["p99"]))
+            print(pairs_report(pairs), flush=True)
+            return
         run("quiet", ["q"])
         labels = [f"{'b' if args.burst else 'f'}{n}" for n in range(args.steps)]
         if args.burst:
@@ -79,6 +99,28 @@ def main() -> None:
         with feed_stream(args.feed, seconds, feed_skip(args.ingest_records)) as feed:
             run("feed", labels)
     print(f"feed: asked {args.feed:.1f}, achieved {feed.rate:.1f} listings/s")
+
+
+def pairs_report(pairs: Sequence[tuple[float, float]]) -> str:
+    """The feed steps' median p99 over the quiet steps', with a 95 % interval from the
+    pairs resampled (each pair a quiet step and the feed step after it)."""
+
+    def ratio(chosen: Sequence[tuple[float, float]]) -> float:
+        return statistics.median(f for _, f in chosen) / statistics.median(q for q, _ in chosen)
+
+    rng = np.random.default_rng(5)
+    resampled = [
+        ratio([pairs[i] for i in rng.integers(0, len(pairs), len(pairs))]) for _ in range(2000)
+    ]
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    quiet = statistics.median(q for q, _ in pairs)
+    fed = statistics.median(f for _, f in pairs)
+    worse = sum(1 for q, f in pairs if f > q)
+    return (
+        f"p99, median of {len(pairs)} steps: quiet {quiet:.1f} ms, with the feed {fed:.1f} ms; "
+        f"ratio {ratio(pairs):.3f} (95 % interval {low:.3f}-{high:.3f}); "
+        f"the feed step slower in {worse} of {len(pairs)} pairs"
+    )
 
 
 def burst_report(progress: Progress, count: int) -> str:
