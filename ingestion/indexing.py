@@ -51,7 +51,8 @@ from ingestion.embedding_claim import (
     UPSERT,
     claim_params,
 )
-from ingestion.pacing import Pacer, sweep_pacer
+from ingestion.idle_cores import on_idle_cores
+from ingestion.pacing import Mode, Pacer, sweep_pacer
 from ingestion.pending import pending_from
 from ingestion.text import embedding_text
 
@@ -142,13 +143,20 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
     """The claims' vectors, in order: each text the generation has no vector for yet is
     embedded once, however many claims share it; the others are reused. Texts go to the
     model in slices of similar lengths (sorted first, so a slice pads no more than the
-    whole claim would), each when `pacer` lets it."""
+    whole claim would), each when `pacer` lets it: on cores searches leave idle, but for
+    the floor's slices (ingestion/idle_cores.py)."""
     texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
     made: dict[str, np.ndarray] = {}
     for part in _slices(texts):
-        with _paced(pacer, len(part)):
-            made.update(zip(part, model.embed_documents(part), strict=True))
+        with _paced(pacer, len(part)) as mode:
+            made.update(zip(part, _embedded(model, part, mode), strict=True))
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
+
+
+def _embedded(model: Embedder, texts: list[str], mode: Mode | None) -> np.ndarray:
+    if mode in (Mode.FULL, Mode.SHARED) and settings.EMBED_IDLE_CLASS:
+        return on_idle_cores(lambda: model.embed_documents(texts))
+    return model.embed_documents(texts)
 
 
 def _slices(items: list[T]) -> Iterator[list[T]]:
@@ -156,7 +164,7 @@ def _slices(items: list[T]) -> Iterator[list[T]]:
     return (items[start : start + step] for start in range(0, len(items), step))
 
 
-def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[None]:
+def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[Mode | None]:
     return nullcontext() if pacer is None else pacer.slice(items)
 
 

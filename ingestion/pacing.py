@@ -126,12 +126,12 @@ class Pacer:
         self._credit_at = now
 
     @contextmanager
-    def slice(self, items: int) -> Iterator[None]:
-        """Around a slice of `items` listings' work: waits until it may run, and counts
-        the time it took against the share."""
-        self._admit(items)
+    def slice(self, items: int) -> Iterator[Mode]:
+        """Around a slice of `items` listings' work: waits until it may run, gives the
+        mode that let it through, and counts the time it took against the share."""
+        mode = self._admit(items)
         started = self._clock()
-        yield
+        yield mode
         self.charge(self._clock() - started)
 
     def charge(self, seconds: float) -> None:
@@ -142,24 +142,21 @@ class Pacer:
                 start = max(self._rest_until, self._clock())
                 self._rest_until = start + seconds * (1 - self.share) / self.share
 
-    def _admit(self, items: int) -> None:
+    def _admit(self, items: int) -> Mode:
         while True:
             pressure = self._read()
             with self._lock:
                 now = self._clock()
                 if pressure.quiet:
                     self._credit, self._credit_at = 0.0, now
-                    self._let_through(Mode.FULL, items)
-                    return
+                    return self._let_through(Mode.FULL, items)
                 self._accrue(now, items)
                 if now >= self._rest_until:
                     self._credit = max(0.0, self._credit - items)
-                    self._let_through(Mode.SHARED, items)
-                    return
+                    return self._let_through(Mode.SHARED, items)
                 if self._credit >= items:
                     self._credit -= items
-                    self._let_through(Mode.FLOOR, items)
-                    return
+                    return self._let_through(Mode.FLOOR, items)
                 wait = min(POLL_S, self._rest_until - now)
             metrics.PACED_REST.labels(work=self._work).inc(wait)
             self._sleep(wait)
@@ -208,7 +205,7 @@ class Pacer:
         self._credit = min(cap, self._credit + (now - self._credit_at) * self._policy.floor_per_s)
         self._credit_at = now
 
-    def _let_through(self, mode: Mode, items: int) -> None:
+    def _let_through(self, mode: Mode, items: int) -> Mode:
         metrics.PACED.labels(work=self._work, mode=mode.value).inc(items)
         changed = mode != self.mode
         self.mode = mode
@@ -216,6 +213,7 @@ class Pacer:
         if changed or now - self._reported_at >= REPORT_EVERY_S:
             self._reported_at = now
             self._report(Pace(mode, self.share))
+        return mode
 
 
 def read_pressure() -> Pressure:

@@ -3,16 +3,20 @@ are quiet, a share of the time while they arrive, backing off within a second of
 signal and resuming within one poll of its end, and the floor's progress under pressure
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from ingestion import batches, generations
+from ingestion import batches, generations, indexing
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending
 from ingestion.models import Listing, Poll
@@ -217,3 +221,55 @@ def test_work_that_ran_without_asking_is_charged_to_the_next_slice() -> None:
     work.pacer.charge(2.0)
     work.run_until(work.clock() + SLICE_S)
     assert work.rested - rested >= SLICE / POLICY.floor_per_s - POLL_S > SLICE_S
+
+
+class ClassRecorder:
+    """An embedder that notes the scheduling class of the thread each call runs on, each
+    call taking SLICE_S of `clock`."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.classes: list[int] = []
+        self.clock = clock
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        self.classes.append(os.sched_getscheduler(0))
+        self.clock.advance(SLICE_S)
+        return np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+
+
+def _claims(count: int) -> list[Any]:
+    return [
+        indexing._Claim(n, 1, "active", 1, f"Organ recital {n:03}", "feed", None)
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("idle_class", [True, False])
+def test_the_model_runs_on_idle_cores_but_for_the_floors_slices(
+    settings: Settings, idle_class: bool
+) -> None:
+    """Searches quiet, then arriving all slow: the slices the share lets through run on a
+    SCHED_IDLE thread, the floor's on the sweep's own thread in its normal class (a
+    SCHED_IDLE thread gets next to nothing while searches keep the cores busy)."""
+    settings.EMBED_IDLE_CLASS = idle_class
+    work = Work()
+    modes: list[Mode] = []
+    slice_of = work.pacer.slice
+
+    @contextmanager
+    def noted(items: int) -> Iterator[Mode]:
+        with slice_of(items) as mode:
+            modes.append(mode)
+            yield mode
+
+    work.pacer.slice = noted  # type: ignore[method-assign]  # the pacer's own, noted
+    recorder = ClassRecorder(work.clock)
+    indexing._vectors(recorder, _claims(4 * SLICE), work.pacer)  # type: ignore[arg-type]
+    work.signal = SLOW
+    for _ in range(10):
+        indexing._vectors(recorder, _claims(4 * SLICE), work.pacer)  # type: ignore[arg-type]
+    assert {Mode.FULL, Mode.FLOOR} <= set(modes)
+    expected = [
+        os.SCHED_IDLE if idle_class and mode is not Mode.FLOOR else os.SCHED_OTHER for mode in modes
+    ]
+    assert recorder.classes == expected
