@@ -198,6 +198,16 @@ async def _close_async_connections() -> AsyncIterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _kept_lanes_closed() -> Iterator[None]:
+    """A test that ran the embedding task in this process leaves its kept lanes'
+    connections open, as a worker would; they must not outlive the test."""
+    yield
+    from ingestion.indexing import close_kept_lanes
+
+    close_kept_lanes()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_search_state() -> None:
     """The vector breaker, cached results and warming marks live in the shared Redis and
     in per-process singletons (those and the embedding lag's last answer); no test may

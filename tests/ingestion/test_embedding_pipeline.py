@@ -250,3 +250,29 @@ def test_a_repoll_of_unchanged_items_does_not_wait_on_the_listings_a_sweep_holds
         finally:
             cursor.execute("RESET lock_timeout")
     assert again.unchanged == 3
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_workers_sweeps_keep_their_lanes_connections(
+    generation: int, monkeypatch: pytest.MonkeyPatch, keep: bool
+) -> None:
+    """A trickle of listings queues a sweep for nearly every poll: a worker's sweeps claim
+    on the two connections its lanes keep, not on two new ones each."""
+    backends: list[int] = []
+    real_claim = indexing._claim_batch
+
+    def noted(size: int) -> list[indexing._Claim]:
+        backends.append(connection.connection.info.backend_pid)  # the lane's own
+        return real_claim(size)
+
+    monkeypatch.setattr(indexing, "_claim_batch", noted)
+    embedder = Embedder(FakeEncoder(), "fake")
+    feed = source()
+    for sweep in range(3):
+        with transaction.atomic():
+            for number in range(2):
+                title = f"Recital {sweep}.{number}"
+                apply_draft(feed, draft(f"{sweep}.{number}", title=title), timezone.now())
+        assert embed_pending(FOREVER, batch_size=1, embedder=embedder, keep_lanes=keep) == 2
+    assert len(backends) >= 9  # three claims a sweep at least: two stored, one finding none
+    assert len(set(backends)) == (2 if keep else 6)
