@@ -8,33 +8,68 @@ a core nothing else wants and hands the core to a waking search at once: +12 % w
 whole worker in that class, measured side by side (docs/reliability.md, "Vector work
 beside searches").
 
-The floor's slices do not run there: while searches keep both cores busy, a SCHED_IDLE
-thread gets next to nothing (a weight of 3 against a normal thread's 1,024), and the floor
-is what keeps the vector lag bounded then. So a process has two threads for the model:
-its own, in its normal class, and this one. One thread switching class would not do:
-entering SCHED_IDLE is always allowed, leaving it needs CAP_SYS_NICE or an RLIMIT_NICE
-that containers rarely grant.
+While searches keep both cores busy, though, a SCHED_IDLE thread gets next to nothing (a
+weight of 3 against a normal thread's 1,024), and the pacer's floor, which keeps the vector
+lag bounded then, would not hold. So the caller watches the idle thread's CPU time: when
+it got less than STARVED_SHARE of a core over a patience, the caller does the work itself,
+in its normal class (niced, as the worker is), and the idle thread's copy is dropped:
+cancelled if it had not started, else left to end on cores no one wants, where it costs
+searches nothing. A slice the pacer lets through is then late by about the patience.
+Two threads rather than one switching class: entering SCHED_IDLE is always allowed, leaving
+it needs CAP_SYS_NICE or an RLIMIT_NICE that containers rarely grant. The work must be safe
+to run twice at once (an onnxruntime session's run is).
 """
 
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from ingestion import metrics
+
 T = TypeVar("T")
 
-_thread: ThreadPoolExecutor | None = None
+# Below this share of a core over a patience, the idle thread is starved.
+STARVED_SHARE = 0.25
+
+
+class _IdleThread:
+    def __init__(self) -> None:
+        self._started = threading.Event()
+        self._clock = 0
+        self.executor = ThreadPoolExecutor(1, "idle-cores", initializer=self._enter_idle_class)
+        self.executor.submit(self._started.set)
+        self._started.wait()
+
+    def _enter_idle_class(self) -> None:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        self._clock = time.pthread_getcpuclockid(threading.get_ident())
+
+    def cpu_s(self) -> float:
+        return time.clock_gettime(self._clock)
+
+
+_thread: _IdleThread | None = None
 _owner = 0  # the process the thread is in: a forked pool process starts its own
 
 
-def _enter_idle_class() -> None:
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
-
-def on_idle_cores(work: Callable[[], T]) -> T:
-    """`work`'s result, computed on this process's SCHED_IDLE thread."""
+def on_idle_cores(work: Callable[[], T], patience_s: float) -> T:
+    """`work`'s result, computed on this process's SCHED_IDLE thread, or by the caller once
+    that thread got less than STARVED_SHARE of a core over `patience_s`."""
     global _thread, _owner
     if _thread is None or _owner != os.getpid():
-        _thread = ThreadPoolExecutor(1, "idle-cores", initializer=_enter_idle_class)
-        _owner = os.getpid()
-    return _thread.submit(work).result()
+        _thread, _owner = _IdleThread(), os.getpid()
+    idle = _thread.executor.submit(work)
+    cpu_s, at = _thread.cpu_s(), time.monotonic()
+    while True:
+        try:
+            return idle.result(timeout=patience_s)
+        except TimeoutError:
+            now_cpu_s, now = _thread.cpu_s(), time.monotonic()
+            if now_cpu_s - cpu_s < STARVED_SHARE * (now - at):
+                idle.cancel()
+                metrics.IDLE_STARVED.inc()
+                return work()
+            cpu_s, at = now_cpu_s, now

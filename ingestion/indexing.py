@@ -146,19 +146,20 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
     """The claims' vectors, in order: each text the generation has no vector for yet is
     embedded once, however many claims share it; the others are reused. Texts go to the
     model in slices of similar lengths (sorted first, so a slice pads no more than the
-    whole claim would), each when `pacer` lets it: on cores searches leave idle, but for
-    the floor's slices (ingestion/idle_cores.py)."""
+    whole claim would), each when `pacer` lets it, on cores searches leave idle
+    (ingestion/idle_cores.py)."""
     texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
     made: dict[str, np.ndarray] = {}
     for part in _slices(texts):
         with _paced(pacer, len(part)) as mode:
-            made.update(zip(part, _embedded(model, part, mode), strict=True))
+            made.update(zip(part, _embedded(model, part, mode is not None), strict=True))
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
 
 
-def _embedded(model: Embedder, texts: list[str], mode: Mode | None) -> np.ndarray:
-    if mode in (Mode.FULL, Mode.SHARED) and settings.EMBED_IDLE_CLASS:
-        return on_idle_cores(lambda: model.embed_documents(texts))
+def _embedded(model: Embedder, texts: list[str], paced: bool) -> np.ndarray:
+    if paced and settings.EMBED_IDLE_CLASS:
+        patience_s = settings.EMBED_IDLE_PATIENCE_MS / 1000
+        return on_idle_cores(lambda: model.embed_documents(texts), patience_s)
     return model.embed_documents(texts)
 
 

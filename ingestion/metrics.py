@@ -46,6 +46,10 @@ PACED_REST = Counter(
     "Seconds a pacer rested its work to leave the CPU to searches",
     ["work"],
 )
+IDLE_STARVED = Counter(
+    "ingestion_idle_cores_starved",
+    "Model slices the idle-class thread did not finish in time, run at normal priority",
+)
 
 
 def record_outcomes(kind: str, counts: Counts) -> None:

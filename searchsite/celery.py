@@ -88,8 +88,10 @@ app.autodiscover_tasks()
 # its pool processes inherit it. Under a search load that wants every core it then gets
 # what is left, its lag grows and says so (ingestion_embedding_lag_seconds); otherwise it
 # runs at full speed. make run and docker-compose.yml set it for the embedding and warming
-# workers. WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the worker only
-# on a core nothing else wants (off by default: one run measured, docs/reliability.md).
+# workers. WORKER_SCHED_IDLE goes further: Linux's SCHED_IDLE, which runs the whole worker
+# only on a core nothing else wants. Off by default: under searches that keep the cores
+# busy it would starve the vector floor too; the sweep's model slices but the floor's run
+# in that class anyway (EMBED_IDLE_CLASS, ingestion/idle_cores.py).
 @signals.worker_init.connect
 def _yield_the_cpu(**_: object) -> None:
     nice = env_int("WORKER_NICE", 0)

@@ -224,9 +224,11 @@ EMBED_PACE_SLICE = env_int("EMBED_PACE_SLICE", 16)
 EMBED_BUSY_SHARE = env_float("EMBED_BUSY_SHARE", 0.5)
 EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
-# The model's slices but the floor's run on a thread of Linux's SCHED_IDLE class, on cores
-# searches leave idle (ingestion/idle_cores.py).
+# The model's slices run on a thread of Linux's SCHED_IDLE class, on cores searches leave
+# idle; one not done there within EMBED_IDLE_PATIENCE_MS (every core busy) is done at the
+# worker's own priority, so the floor holds (ingestion/idle_cores.py).
 EMBED_IDLE_CLASS = env_bool("EMBED_IDLE_CLASS", True)
+EMBED_IDLE_PATIENCE_MS = env_int("EMBED_IDLE_PATIENCE_MS", 200)
 SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
 # A payload's listings (a poll, an upload, the editorial API) are applied in chunks of
 # INGEST_PACE_CHUNK drafts, in its one transaction, paced like the vectors but starting at

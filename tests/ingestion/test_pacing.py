@@ -4,6 +4,7 @@ signal and resuming within one poll of its end, and the floor's progress under p
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,10 +15,12 @@ import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
+from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
 
 from ingestion import batches, generations, indexing
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.idle_cores import on_idle_cores
 from ingestion.indexing import embed_pending
 from ingestion.models import Listing, Poll
 from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer
@@ -245,12 +248,11 @@ def _claims(count: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("idle_class", [True, False])
-def test_the_model_runs_on_idle_cores_but_for_the_floors_slices(
+def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     settings: Settings, idle_class: bool
 ) -> None:
-    """Searches quiet, then arriving all slow: the slices the share lets through run on a
-    SCHED_IDLE thread, the floor's on the sweep's own thread in its normal class (a
-    SCHED_IDLE thread gets next to nothing while searches keep the cores busy)."""
+    """Searches quiet, then arriving all slow: every slice, the floor's too, runs on a
+    SCHED_IDLE thread (the sweep's own thread is in its normal class)."""
     settings.EMBED_IDLE_CLASS = idle_class
     work = Work()
     modes: list[Mode] = []
@@ -269,7 +271,25 @@ def test_the_model_runs_on_idle_cores_but_for_the_floors_slices(
     for _ in range(10):
         indexing._vectors(recorder, _claims(4 * SLICE), work.pacer)  # type: ignore[arg-type]
     assert {Mode.FULL, Mode.FLOOR} <= set(modes)
-    expected = [
-        os.SCHED_IDLE if idle_class and mode is not Mode.FLOOR else os.SCHED_OTHER for mode in modes
-    ]
-    assert recorder.classes == expected
+    assert recorder.classes == [os.SCHED_IDLE if idle_class else os.SCHED_OTHER] * len(modes)
+
+
+def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
+    """Searches keep every core busy: the SCHED_IDLE thread makes no progress (here it
+    waits, which takes no CPU either), and after a patience the caller does the work in
+    its own class, so the floor holds."""
+    stalled, ran_on = threading.Event(), []
+
+    def work() -> str:
+        ran_on.append(os.sched_getscheduler(0))
+        if ran_on[0] == os.SCHED_IDLE and len(ran_on) == 1:
+            assert stalled.wait(timeout=30)
+        return "vectors"
+
+    starved = REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") or 0.0
+    try:
+        assert on_idle_cores(work, patience_s=0.05) == "vectors"
+    finally:
+        stalled.set()
+    assert ran_on == [os.SCHED_IDLE, os.SCHED_OTHER]
+    assert REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") == starved + 1
