@@ -241,7 +241,13 @@ def _lanes(keep: bool) -> Iterator[tuple[_Lane, _Lane]]:
     """Two lanes: with `keep`, this process's, kept from sweep to sweep with their
     connections; else two of the sweep's own, their connections closed at its end."""
     if keep:
-        yield _kept_lanes()
+        try:
+            yield _kept_lanes()
+        except BaseException:
+            # A sweep that failed keeps none: a lane stuck on a frozen Postgres holds the
+            # close, and so the task, until its hard time limit ends the process.
+            close_kept_lanes()
+            raise
         return
     lanes = (_Lane(), _Lane())
     try:
@@ -251,10 +257,10 @@ def _lanes(keep: bool) -> Iterator[tuple[_Lane, _Lane]]:
             lane.close()
 
 
-# A worker's lanes, kept with their connections: a trickle of listings queues a sweep for
-# nearly every poll, and each sweep's lanes opened two connections, about 8 ms of Postgres
-# CPU each with their first claim (against 0.2 ms on an open one): at 5 listings a second,
-# 13 connections a second and about a tenth of a core beside the searches.
+# A worker's lanes, kept with their connections until its process exits: a trickle of
+# listings queues a sweep for nearly every poll, and each sweep's lanes opened two
+# connections, about 8 ms of Postgres CPU each with their first claim (against 0.2 ms on an
+# open one): at 5 listings a second, 13 connections a second and about a tenth of a core.
 _kept: tuple[_Lane, _Lane] | None = None
 _kept_by = 0  # the process that made them: a forked pool process makes its own
 
@@ -267,8 +273,9 @@ def _kept_lanes() -> tuple[_Lane, _Lane]:
 
 
 def close_kept_lanes() -> None:
-    """The kept lanes' connections closed and their threads ended (a worker process that
-    stops, a test that ran the task in its own process)."""
+    """The kept lanes' connections closed and their threads ended (after a sweep that
+    failed, or a test that ran the task in its own process). A worker process that stops
+    leaves them to its exit."""
     global _kept
     if _kept is not None and _kept_by == os.getpid():
         for lane in _kept:

@@ -7,7 +7,7 @@ from typing import Any
 import kombu.exceptions
 import redis
 from celery import shared_task
-from celery.signals import worker_process_shutdown, worker_ready
+from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
@@ -84,8 +84,3 @@ def _sweep_on_start(**_: Any) -> None:
     it left would wait that long, or for beat's sweep, when no new listing schedules one.
     So every worker asks for a sweep as it starts (it changes nothing when none is due)."""
     schedule_embedding()
-
-
-@worker_process_shutdown.connect
-def _close_kept_lanes(**_: Any) -> None:
-    indexing.close_kept_lanes()
