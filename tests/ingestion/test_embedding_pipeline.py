@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
@@ -182,7 +183,11 @@ def _changes_while_embedding(
 
     The change waits for the claim the sweep makes ahead: made after the change, and
     after the first claim committed, that claim would find the changed listing pending
-    and take it in the same sweep, so what one sweep embeds would depend on timing."""
+    and take it in the same sweep, so what one sweep embeds would depend on timing.
+
+    The model runs on the sweep's own thread here, not on the idle-cores one: the change
+    would otherwise leave that thread a connection of its own, open past the test."""
+    monkeypatch.setattr(settings, "EMBED_IDLE_CLASS", False)
     ahead_claimed = _second_claim_made(monkeypatch)
 
     def once(texts: int) -> None:
