@@ -53,7 +53,7 @@ from ingestion.embedding_claim import (
     claim_params,
 )
 from ingestion.idle_cores import on_idle_cores
-from ingestion.pacing import Mode, Pacer, sweep_pacer
+from ingestion.pacing import Pacer, sweep_pacer
 from ingestion.pending import pending_from
 from ingestion.text import embedding_text
 
@@ -151,8 +151,8 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
     texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
     made: dict[str, np.ndarray] = {}
     for part in _slices(texts):
-        with _paced(pacer, len(part)) as mode:
-            made.update(zip(part, _embedded(model, part, mode is not None), strict=True))
+        with _paced(pacer, len(part)):
+            made.update(zip(part, _embedded(model, part, pacer is not None), strict=True))
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
 
 
@@ -168,7 +168,7 @@ def _slices(items: list[T]) -> Iterator[list[T]]:
     return (items[start : start + step] for start in range(0, len(items), step))
 
 
-def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[Mode | None]:
+def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[None]:
     return nullcontext() if pacer is None else pacer.slice(items)
 
 

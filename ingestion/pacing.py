@@ -126,12 +126,12 @@ class Pacer:
         self._credit_at = now
 
     @contextmanager
-    def slice(self, items: int) -> Iterator[Mode]:
-        """Around a slice of `items` listings' work: waits until it may run, gives the
-        mode that let it through, and counts the time it took against the share."""
-        mode = self._admit(items)
+    def slice(self, items: int) -> Iterator[None]:
+        """Around a slice of `items` listings' work: waits until it may run, and counts
+        the time it took against the share."""
+        self._admit(items)
         started = self._clock()
-        yield mode
+        yield
         self.charge(self._clock() - started)
 
     def charge(self, seconds: float) -> None:
@@ -142,21 +142,24 @@ class Pacer:
                 start = max(self._rest_until, self._clock())
                 self._rest_until = start + seconds * (1 - self.share) / self.share
 
-    def _admit(self, items: int) -> Mode:
+    def _admit(self, items: int) -> None:
         while True:
             pressure = self._read()
             with self._lock:
                 now = self._clock()
                 if pressure.quiet:
                     self._credit, self._credit_at = 0.0, now
-                    return self._let_through(Mode.FULL, items)
+                    self._let_through(Mode.FULL, items)
+                    return
                 self._accrue(now, items)
                 if now >= self._rest_until:
                     self._credit = max(0.0, self._credit - items)
-                    return self._let_through(Mode.SHARED, items)
+                    self._let_through(Mode.SHARED, items)
+                    return
                 if self._credit >= items:
                     self._credit -= items
-                    return self._let_through(Mode.FLOOR, items)
+                    self._let_through(Mode.FLOOR, items)
+                    return
                 wait = min(POLL_S, self._rest_until - now)
             metrics.PACED_REST.labels(work=self._work).inc(wait)
             self._sleep(wait)
@@ -205,7 +208,7 @@ class Pacer:
         self._credit = min(cap, self._credit + (now - self._credit_at) * self._policy.floor_per_s)
         self._credit_at = now
 
-    def _let_through(self, mode: Mode, items: int) -> Mode:
+    def _let_through(self, mode: Mode, items: int) -> None:
         metrics.PACED.labels(work=self._work, mode=mode.value).inc(items)
         changed = mode != self.mode
         self.mode = mode
@@ -213,7 +216,6 @@ class Pacer:
         if changed or now - self._reported_at >= REPORT_EVERY_S:
             self._reported_at = now
             self._report(Pace(mode, self.share))
-        return mode
 
 
 def read_pressure() -> Pressure:
