@@ -78,7 +78,9 @@ def test_the_hybrid_ranking_replaces_the_lexical_preview(
     page.add_init_script(RECORD_STATES)
     with embeddings_locked(test_database_url):
         open_search(page, app.url, wait_until="commit", q="jazz")
-        page.locator("#preview .listing").first.wait_for()
+        # Whichever section comes first; the states say which, should it not be the preview.
+        page.locator("#preview .listing, #final").first.wait_for()
+        assert page.locator("#preview .listing").first.is_visible(), states(page)
         preview = shown_listings(page, "preview")
     page.wait_for_load_state("load")  # the vector stage, freed, finished the search
 
