@@ -217,18 +217,22 @@ def stream_lag(rate: int, seconds: float, pool: list[dict[str, object]]) -> dict
     ticks_per_s = 4  # a small batch every 250 ms: a steady stream, not one burst a second
     per_tick = max(1, rate // ticks_per_s)
     started, sent = time.monotonic(), 0
+    lexical: list[float] = []
     try:
         for tick in range(int(seconds * ticks_per_s)):
             time.sleep(max(0.0, started + tick / ticks_per_s - time.monotonic()))
             batch = pool[sent : sent + per_tick]
             sent += len(batch)
+            fetched = time.monotonic()  # the poll's fetch time is taken as it starts
             deliver(source, batch, "stream.json")
+            # Returned, the batch has committed: its listings are lexically searchable.
+            lexical += [time.monotonic() - fetched] * len(batch)
         stop.set()
         searcher.join()
         _wait_for_vectors([source.pk], sent, timeout_s=300)
     finally:
         stop.set()
-    lexical, vector = _lags(source.pk)
+    vector = _vector_lags(source.pk)
     return {
         "sent": sent,
         "searches": searches[0],
@@ -265,21 +269,19 @@ def _last_embedded_at(source_ids: list[int]) -> datetime:
     return last
 
 
-def _lags(source_id: int) -> tuple[list[float], list[float]]:
+def _vector_lags(source_id: int) -> list[float]:
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT extract(epoch FROM l.lexically_searchable_at - l.fetched_at),"
-            "       extract(epoch FROM e.embedded_at - l.fetched_at)"
+            "SELECT extract(epoch FROM e.embedded_at - l.fetched_at)"
             " FROM ingestion_listing l"
             " JOIN ingestion_sourcerecord r ON r.listing_id = l.id AND r.source_id = %s"
             " JOIN ingestion_listing_embedding e ON e.listing_id = l.id"
             " JOIN ingestion_indexgeneration g ON g.id = e.generation_id AND g.state = 'active'",
             [source_id],
         )
-        rows = cursor.fetchall()
-    return [float(r[0]) for r in rows], [float(r[1]) for r in rows]
+        return [float(row[0]) for row in cursor.fetchall()]
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ class Generation:
 class Backlog:
     kind: str  # the source kind the listing was last fetched from ("" for none)
     listings: int  # active listings without a vector of their current text
-    oldest_s: float | None  # how long the oldest of them has been lexically searchable
+    oldest_s: float | None  # how long ago the oldest of them had its current text written
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def _active_generation() -> Generation | None:
 
 def _backlog(generation: Generation | None) -> list[Backlog]:
     """The vector lag now: per source kind, active public listings the active generation
-    has no vector of their current text for, and the age of the oldest."""
+    has no vector of their current text for, and the age of the oldest (since that text
+    was written)."""
     if generation is None:
         return []
     embedded = ListingEmbedding.objects.filter(
@@ -82,7 +83,7 @@ def _backlog(generation: Generation | None) -> list[Backlog]:
         Listing.objects.filter(status=Listing.Status.ACTIVE, audience=Audience.PUBLIC)
         .exclude(Exists(embedded))
         .values("fetched_kind")
-        .annotate(listings=Count("pk"), oldest=Min(F("lexically_searchable_at")))
+        .annotate(listings=Count("pk"), oldest=Min(F("updated_at")))
         .order_by("fetched_kind")
     )
     now = timezone.now()

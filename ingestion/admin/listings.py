@@ -92,7 +92,6 @@ class ListingAdmin(admin.ModelAdmin[Listing]):
         "content_version",
         "fetched_at",
         "fetched_kind",
-        "lexically_searchable_at",
         "created_at",
         "updated_at",
     )

@@ -129,11 +129,10 @@ class Listing(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Bumped whenever the embedded text changes; an embedding of an older version is stale.
     content_version = models.PositiveIntegerField(default=1)
-    # When the input behind the latest change was fetched, and when that change committed
-    # (and so became lexically searchable): the two ends of the ingestion lag.
+    # When and by what kind of source the input behind the latest change was fetched: where
+    # the ingestion lag starts (its end is observed as the batch commits, ingestion/batches.py).
     fetched_at = models.DateTimeField(null=True, blank=True)
     fetched_kind = models.CharField(max_length=16, blank=True)
-    lexically_searchable_at = models.DateTimeField(null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=(
             SearchVector("title", weight="A", config=SEARCH_CONFIG)

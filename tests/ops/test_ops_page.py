@@ -119,9 +119,7 @@ def test_the_state_now_quarantine_coverage_backlog_and_the_latest_guardrail(
     QuarantinedItem.objects.create(source=calendar, reason="fixed", resolved_at=timezone.now())
     generation = ensure_active_generation(MODEL_NAME, DIMENSIONS)
     for title in ("Organ recital", "Jazz night"):  # fetched, committed, not yet embedded
-        Listing.objects.create(
-            title=title, fetched_kind="feed", lexically_searchable_at=timezone.now()
-        )
+        Listing.objects.create(title=title, fetched_kind="feed")
     judged = EvaluationSet.objects.create(
         name="tiny", layout="beir", source=factories.source(), imported_at=timezone.now()
     )
