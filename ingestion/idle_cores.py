@@ -58,9 +58,12 @@ _thread: _IdleThread | None = None
 _owner = 0  # the process the thread is in: a forked pool process starts its own
 
 
-def on_idle_cores(work: Callable[[], T], patience_s: float) -> T:
+def on_idle_cores(
+    work: Callable[[], T], patience_s: float, charge: Callable[[float], None] = lambda s: None
+) -> T:
     """`work`'s result, computed on this process's SCHED_IDLE thread, or by the caller once
-    that thread got less than STARVED_SHARE of a core over `patience_s`."""
+    that thread got less than STARVED_SHARE of a core over `patience_s`; the seconds the
+    caller then spent on it, in its own class, go to `charge`."""
     global _thread, _owner
     if _thread is None or _owner != os.getpid():
         _thread, _owner = _IdleThread(), os.getpid()
@@ -74,5 +77,9 @@ def on_idle_cores(work: Callable[[], T], patience_s: float) -> T:
             if now_cpu_s - cpu_s < STARVED_SHARE * (now - at):
                 idle.cancel()
                 metrics.IDLE_STARVED.inc()
-                return work()
+                started = time.monotonic()
+                try:
+                    return work()
+                finally:
+                    charge(time.monotonic() - started)
             cpu_s, at = now_cpu_s, now

@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -151,25 +151,27 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
     texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
     made: dict[str, np.ndarray] = {}
     for part in _slices(texts):
-        with _paced(pacer, len(part)):
-            made.update(zip(part, _embedded(model, part, pacer is not None), strict=True))
+        made.update(zip(part, _embedded(model, part, pacer), strict=True))
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
 
 
-def _embedded(model: Embedder, texts: list[str], paced: bool) -> np.ndarray:
-    if paced and settings.EMBED_IDLE_CLASS:
-        patience_s = settings.EMBED_IDLE_PATIENCE_MS / 1000
-        return on_idle_cores(lambda: model.embed_documents(texts), patience_s)
-    return model.embed_documents(texts)
+def _embedded(model: Embedder, texts: list[str], pacer: Pacer | None) -> np.ndarray:
+    """`texts`' vectors, when `pacer` lets them through. On idle cores the model takes
+    only CPU that searches leave, so its time is not charged to the share: only the part
+    the sweep's own thread does when the idle thread is starved is."""
+    if pacer is None:
+        return model.embed_documents(texts)
+    if not settings.EMBED_IDLE_CLASS:
+        with pacer.slice(len(texts)):
+            return model.embed_documents(texts)
+    patience_s = settings.EMBED_IDLE_PATIENCE_MS / 1000
+    with pacer.slice(len(texts), charged=False):
+        return on_idle_cores(lambda: model.embed_documents(texts), patience_s, pacer.charge)
 
 
 def _slices(items: list[T]) -> Iterator[list[T]]:
     step = settings.EMBED_PACE_SLICE
     return (items[start : start + step] for start in range(0, len(items), step))
-
-
-def _paced(pacer: Pacer | None, items: int) -> AbstractContextManager[None]:
-    return nullcontext() if pacer is None else pacer.slice(items)
 
 
 def settle_candidates() -> None:

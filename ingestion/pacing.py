@@ -7,7 +7,9 @@ a chunk of drafts at a time), and each slice asks the pacer first:
   the slice runs at once, the sweep at full speed;
 - searches arriving: the sweep works at most `share` of the time, resting after each slice
   for as long as the slice took times (1 - share) / share. The share halves while more
-  searches than the policy allows were slow, and grows back while none were;
+  searches than the policy allows were slow, and grows back while none were. Model work
+  on idle cores (ingestion/idle_cores.py) still waits for its turn but is not counted:
+  it takes only CPU searches leave;
 - whatever the share, the floor: `floor_per_s` listings a second still go through, so the
   vector lag stays bounded under pressure that never ends.
 An unreadable pressure (Redis down) counts as searches arriving: searches first, and the
@@ -126,13 +128,16 @@ class Pacer:
         self._credit_at = now
 
     @contextmanager
-    def slice(self, items: int) -> Iterator[None]:
+    def slice(self, items: int, *, charged: bool = True) -> Iterator[None]:
         """Around a slice of `items` listings' work: waits until it may run, and counts
-        the time it took against the share."""
+        the time it took against the share; not `charged`, work that takes only CPU
+        searches leave (ingestion/idle_cores.py) waits its turn but costs the share
+        nothing."""
         self._admit(items)
         started = self._clock()
         yield
-        self.charge(self._clock() - started)
+        if charged:
+            self.charge(self._clock() - started)
 
     def charge(self, seconds: float) -> None:
         """Count work that ran without asking (it could not wait where it ran) against the

@@ -129,10 +129,14 @@ def test_a_pressure_that_cannot_be_read_counts_as_searches_arriving() -> None:
 
 
 @pytest.mark.django_db(transaction=True)  # the sweep's lanes connect on their own
-def test_a_sweep_under_pressure_that_never_ends_still_embeds_everything_at_the_floor() -> None:
+def test_a_sweep_under_pressure_that_never_ends_still_embeds_everything_at_the_floor(
+    settings: Settings,
+) -> None:
     """The real sweep and model, its pacer told that searches arrive, all slow: every
     listing still gets its vector, the sweep resting between slices, never past what the
-    floor allows."""
+    floor allows. (The model in the sweep's own class, as when the idle thread is starved:
+    on idle cores it is not charged, and rests only for the writes.)"""
+    settings.EMBED_IDLE_CLASS = False
     generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
     with transaction.atomic():
         feed = source()
@@ -199,9 +203,9 @@ def test_a_large_payload_is_applied_in_chunks_resting_only_while_searches_arrive
         )
         admit = made.slice
 
-        def counted(items: int) -> Any:
+        def counted(items: int, charged: bool = True) -> Any:
             chunks.append(items)
-            return admit(items)
+            return admit(items, charged=charged)
 
         made.slice = counted  # type: ignore[method-assign]
         return made
@@ -251,7 +255,7 @@ def _claims(count: int) -> list[Any]:
 def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     settings: Settings, idle_class: bool
 ) -> None:
-    """Searches quiet, then arriving all slow: every slice, the floor's too, runs on a
+    """Searches quiet, then arriving all slow: every slice, paced or not, runs on a
     SCHED_IDLE thread (the sweep's own thread is in its normal class)."""
     settings.EMBED_IDLE_CLASS = idle_class
     work = Work()
@@ -259,8 +263,8 @@ def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     slice_of = work.pacer.slice
 
     @contextmanager
-    def noted(items: int) -> Iterator[None]:
-        with slice_of(items):
+    def noted(items: int, charged: bool = True) -> Iterator[None]:
+        with slice_of(items, charged=charged):
             modes.append(work.pacer.mode)  # the mode that let this slice through
             yield
 
@@ -270,15 +274,37 @@ def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     work.signal = SLOW
     for _ in range(10):
         indexing._vectors(recorder, _claims(4 * SLICE), work.pacer)  # type: ignore[arg-type]
-    assert {Mode.FULL, Mode.FLOOR} <= set(modes)
+    assert Mode.FULL in modes
+    assert {Mode.SHARED, Mode.FLOOR} & set(modes)
     assert recorder.classes == [os.SCHED_IDLE if idle_class else os.SCHED_OTHER] * len(modes)
+
+
+@pytest.mark.parametrize("idle_class", [True, False])
+def test_the_models_time_on_idle_cores_is_not_charged_to_the_share(
+    settings: Settings, idle_class: bool
+) -> None:
+    """Searches arriving, none slow, the share grown to the policy's: in the normal class
+    each slice's time makes the next one rest for as long (a share of 0.5); on idle cores
+    the model takes only what searches leave, and no slice rests."""
+    settings.EMBED_IDLE_CLASS = idle_class
+    work = Work(BUSY)
+    work.run_until(RECOVER_S + 1)  # past the ramp
+    rested = work.rested
+    recorder = ClassRecorder(work.clock)
+    indexing._vectors(recorder, _claims(8 * SLICE), work.pacer)  # type: ignore[arg-type]
+    assert work.pacer.mode is not Mode.FULL
+    if idle_class:  # only the rest the last charged slice before them left
+        assert work.rested - rested < 2 * SLICE_S
+    else:  # a rest before each slice but the first, give or take one the floor let through
+        assert work.rested - rested >= 5 * SLICE_S
 
 
 def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
     """Searches keep every core busy: the SCHED_IDLE thread makes no progress (here it
     waits, which takes no CPU either), and after a patience the caller does the work in
-    its own class, so the floor holds."""
+    its own class, so the floor holds; the caller's time is charged."""
     stalled, ran_on = threading.Event(), []
+    charged: list[float] = []
 
     def work() -> str:
         ran_on.append(os.sched_getscheduler(0))
@@ -288,8 +314,9 @@ def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
 
     starved = REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") or 0.0
     try:
-        assert on_idle_cores(work, patience_s=0.05) == "vectors"
+        assert on_idle_cores(work, patience_s=0.05, charge=charged.append) == "vectors"
     finally:
         stalled.set()
     assert ran_on == [os.SCHED_IDLE, os.SCHED_OTHER]
+    assert len(charged) == 1
     assert REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") == starved + 1
