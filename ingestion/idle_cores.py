@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from ingestion import metrics
+from resilience.per_process import PerProcess
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -54,8 +55,7 @@ class _IdleThread:
         return time.clock_gettime(self._clock)
 
 
-_thread: _IdleThread | None = None
-_owner = 0  # the process the thread is in: a forked pool process starts its own
+_thread = PerProcess(_IdleThread)
 
 
 def on_idle_cores(
@@ -64,16 +64,14 @@ def on_idle_cores(
     """`work`'s result, computed on this process's SCHED_IDLE thread, or by the caller once
     that thread got less than STARVED_SHARE of a core over `patience_s`; the seconds the
     caller then spent on it, in its own class, go to `charge`."""
-    global _thread, _owner
-    if _thread is None or _owner != os.getpid():
-        _thread, _owner = _IdleThread(), os.getpid()
-    idle = _thread.executor.submit(work)
-    cpu_s, at = _thread.cpu_s(), time.monotonic()
+    thread = _thread.get()
+    idle = thread.executor.submit(work)
+    cpu_s, at = thread.cpu_s(), time.monotonic()
     while True:
         try:
             return idle.result(timeout=patience_s)
         except TimeoutError:
-            now_cpu_s, now = _thread.cpu_s(), time.monotonic()
+            now_cpu_s, now = thread.cpu_s(), time.monotonic()
             if now_cpu_s - cpu_s < STARVED_SHARE * (now - at):
                 idle.cancel()
                 metrics.IDLE_STARVED.inc()

@@ -25,7 +25,6 @@ while the other is written and the next is claimed.
 
 import dataclasses
 import hashlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,6 +55,7 @@ from ingestion.idle_cores import on_idle_cores
 from ingestion.pacing import Pacer, sweep_pacer
 from ingestion.pending import pending_from
 from ingestion.text import embedding_text
+from resilience.per_process import PerProcess
 
 T = TypeVar("T")
 
@@ -244,7 +244,7 @@ def _lanes(keep: bool) -> Iterator[tuple[_Lane, _Lane]]:
     connections; else two of the sweep's own, their connections closed at its end."""
     if keep:
         try:
-            yield _kept_lanes()
+            yield _kept.get()
         except BaseException:
             # A sweep that failed keeps none: a lane stuck on a frozen Postgres holds the
             # close, and so the task, until its hard time limit ends the process.
@@ -263,26 +263,15 @@ def _lanes(keep: bool) -> Iterator[tuple[_Lane, _Lane]]:
 # listings queues a sweep for nearly every poll, and each sweep's lanes opened two
 # connections, about 8 ms of Postgres CPU each with their first claim (against 0.2 ms on an
 # open one): at 5 listings a second, 13 connections a second and about a tenth of a core.
-_kept: tuple[_Lane, _Lane] | None = None
-_kept_by = 0  # the process that made them: a forked pool process makes its own
-
-
-def _kept_lanes() -> tuple[_Lane, _Lane]:
-    global _kept, _kept_by
-    if _kept is None or _kept_by != os.getpid():
-        _kept, _kept_by = (_Lane(), _Lane()), os.getpid()
-    return _kept
+_kept = PerProcess(lambda: (_Lane(), _Lane()))
 
 
 def close_kept_lanes() -> None:
     """The kept lanes' connections closed and their threads ended (after a sweep that
     failed, or a test that ran the task in its own process). A worker process that stops
     leaves them to its exit."""
-    global _kept
-    if _kept is not None and _kept_by == os.getpid():
-        for lane in _kept:
-            lane.close()
-    _kept = None
+    for lane in _kept.forget() or ():
+        lane.close()
 
 
 def _claim_batch(size: int) -> list["_Claim"]:

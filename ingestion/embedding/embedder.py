@@ -14,6 +14,7 @@ from ingestion.embedding.export import ensure_onnx_model
 from ingestion.embedding.model import DIMENSIONS, MODEL_NAME
 from ingestion.embedding.onnx_runtime import OnnxEncoder
 from ingestion.embedding.torch_runtime import TorchEncoder
+from resilience.per_process import PerProcess
 
 FloatArray = npt.NDArray[np.float32]
 RUNTIMES = ("onnx", "torch")
@@ -152,20 +153,11 @@ def default_threads() -> int:
     return max(1, min(2, len(os.sched_getaffinity(0)) - 1))
 
 
-_lock = threading.Lock()
-_instance: Embedder | None = None
-_instance_pid: int | None = None
+# A prefork child (Celery) inherits the parent's embedder, but not the threads behind its
+# onnxruntime or torch thread pools: it loads its own.
+_embedder = PerProcess(lambda: Embedder.load(os.environ.get("EMBEDDER_RUNTIME") or "onnx"))
 
 
 def get_embedder() -> Embedder:
     """The process-wide embedder, loaded on first use with the runtime in EMBEDDER_RUNTIME."""
-    global _instance, _instance_pid
-    # A prefork child (Celery) inherits the parent's embedder, but not the threads behind its
-    # onnxruntime or torch thread pools: it must load its own.
-    pid = os.getpid()
-    if _instance is None or _instance_pid != pid:
-        with _lock:
-            if _instance is None or _instance_pid != pid:
-                _instance = Embedder.load(os.environ.get("EMBEDDER_RUNTIME") or "onnx")
-                _instance_pid = pid
-    return _instance
+    return _embedder.get()

@@ -18,19 +18,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ingestion.embedding import get_embedder
+from resilience.per_process import PerProcess
 
-_executor: tuple[int, ThreadPoolExecutor] | None = None
+_executor = PerProcess(
+    lambda: ThreadPoolExecutor(len(os.sched_getaffinity(0)), thread_name_prefix="query-embed")
+)
 
 
 def query_executor() -> ThreadPoolExecutor:
     """This process's pool; a forked child (a Celery warming worker) makes its own, as the
     parent's threads did not come with it."""
-    global _executor
-    pid = os.getpid()
-    if _executor is None or _executor[0] != pid:
-        cores = len(os.sched_getaffinity(0))
-        _executor = (pid, ThreadPoolExecutor(cores, thread_name_prefix="query-embed"))
-    return _executor[1]
+    return _executor.get()
 
 
 class OnnxQueryEmbedder:

@@ -1,5 +1,6 @@
 """The embedder: ONNX matches the sentence-transformers reference, and its caches behave."""
 
+import copy
 import os
 import random
 import threading
@@ -291,7 +292,9 @@ def test_get_embedder_loads_once_per_process_from_env(
     monkeypatch.setenv("EMBEDDER_RUNTIME", "onnx")
     monkeypatch.setenv("EMBEDDER_CACHE_DIR", str(onnx_cache_dir))
     monkeypatch.setattr(export, "export_onnx", _refuse_export)
-    monkeypatch.setattr(embedder_module, "_instance", None)
+    fresh = copy.copy(embedder_module._embedder)  # the module's own way to make one, unmade
+    fresh.forget()
+    monkeypatch.setattr(embedder_module, "_embedder", fresh)
     loads: list[str] = []
     real_load = Embedder.load
 
