@@ -5,6 +5,7 @@ import os
 import select
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from resilience.per_process import PerProcess
 
@@ -18,17 +19,13 @@ def test_threads_asking_at_once_share_the_one_value() -> None:
 
     value = PerProcess(make)
     start = threading.Barrier(8)
-    got: list[object] = []
 
-    def ask() -> None:
-        start.wait()
-        got.append(value.get())
+    def ask(_: int) -> object:
+        start.wait()  # all eight at once
+        return value.get()
 
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(ask, range(8)))
     assert len(made) == 1
     assert got == made * 8
 
