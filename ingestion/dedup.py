@@ -31,6 +31,11 @@ _CANDIDATES_PER_DRAFT = 50
 
 # Every draft's candidates in one statement: `{arrays}` are the batch's columns, named
 # `{columns}`, and `{match}` is what a listing must share with a draft to be a candidate.
+# "Not already of this source" is `<> ALL`, a subquery per candidate on its listing id,
+# not NOT EXISTS: Postgres turns NOT EXISTS into an anti join that read every record of
+# the source once per draft, planned on a new source's or a grown one's stale statistics
+# (a burst's later payloads: 440 ms for 250 drafts against 31 ms; `<> ALL` is never
+# turned into a join).
 _CANDIDATES = """
     SELECT d.n, c.id, c.title, c.venue, c.aliases, c.title_sim, c.venue_sim
     FROM unnest({arrays}) AS d({columns})
@@ -40,8 +45,8 @@ _CANDIDATES = """
                similarity(l.venue, d.venue) AS venue_sim
         FROM ingestion_listing l
         WHERE l.status = 'active' AND l.audience = %(audience)s AND {match}
-          AND NOT EXISTS (SELECT 1 FROM ingestion_sourcerecord r
-                          WHERE r.listing_id = l.id AND r.source_id = %(source_id)s)
+          AND %(source_id)s <> ALL (SELECT r.source_id FROM ingestion_sourcerecord r
+                                    WHERE r.listing_id = l.id)
         ORDER BY title_sim DESC, l.id
         LIMIT {limit}
     ) AS c

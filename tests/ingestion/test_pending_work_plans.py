@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from ingestion.batches import apply_parse_result
-from ingestion.dedup import _CANDIDATES_UNDATED
+from ingestion.dedup import _CANDIDATES_BY_TIME, _CANDIDATES_UNDATED
 from ingestion.drafts import ParseResult
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.embedding_claim import BACKFILL_CLAIM_SQL, CLAIM_SQL, SETTLE_STORED, claim_params
@@ -196,7 +196,9 @@ def _indexes_of(table: str, statement: str, params: dict[str, Any]) -> list[str]
     for node in _nodes(_plan(statement, params)):
         if node.get("Relation Name") != table:
             continue
-        names = [n["Index Name"] for n in _nodes(node) if "Index Name" in n]
+        # A bitmap scan's index is its child; a subquery run per row is another scan.
+        own = [n for n in node.get("Plans", []) if n.get("Parent Relationship") != "SubPlan"]
+        names = [n["Index Name"] for n in [node, *own] if "Index Name" in n]
         found.extend(names or [node["Node Type"]])
     return found
 
@@ -226,3 +228,39 @@ def test_undated_drafts_find_their_candidates_by_normalised_title(
     }
     found = _indexes_of("ingestion_listing", _CANDIDATES_UNDATED, params)
     assert found == ["listing_undated_title"]
+
+
+def test_dated_drafts_look_up_their_candidates_records_by_listing(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Whether a candidate already has a record of the draft's source is looked up for
+    that candidate, through the records' listing index, whatever the records' statistics
+    say. As an anti join planned on a new source's statistics it read every record of the
+    source once per draft: a burst's later payloads took 440 ms for 250 drafts against
+    31 ms."""
+    with connection.cursor() as cursor:
+        # Statistics of empty tables, whatever tests before this one left.
+        cursor.execute("ANALYZE ingestion_listing")
+        cursor.execute("ANALYZE ingestion_sourcerecord")
+    calendar = source()
+    starts = timezone.now()
+    walks = [draft(f"id-{n}", title=f"Walk {n}", starts_at=starts) for n in range(WALKS)]
+    with django_capture_on_commit_callbacks(execute=True):
+        apply_parse_result(
+            calendar,
+            ParseResult(drafts=walks),
+            fetched_at=timezone.now(),
+            started_at=timezone.now(),
+        )
+    params = {
+        "source_id": calendar.pk,
+        "audience": "public",
+        "n": [0],
+        "title": ["Walk 7"],
+        "venue": [""],
+        "earliest": [starts],
+        "latest": [starts],
+    }
+    found = _indexes_of("ingestion_sourcerecord", _CANDIDATES_BY_TIME, params)
+    assert found
+    assert all("listing_id" in name for name in found), found
