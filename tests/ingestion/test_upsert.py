@@ -117,3 +117,15 @@ def test_undated_drafts_merge_only_on_the_same_title() -> None:
     other = draft("e2", title="Museum late: 100_ dinosaurs", starts_at=None)
     assert apply_draft(desk, other, NOW) == Outcome.NEW  # _ and % are not wildcards
     assert Listing.objects.count() == 2
+
+
+def test_an_item_cancelled_before_it_was_ever_listed_and_restored_is_its_listings() -> None:
+    calendar = source("Venue calendar", "calendar")
+    apply_draft(calendar, draft("c9", withdrawn=True), NOW)
+    assert apply_draft(calendar, draft("c9"), NOW) == Outcome.NEW
+    listing = Listing.objects.get()
+    assert SourceRecord.objects.get().listing_id == listing.pk
+    assert apply_draft(calendar, draft("c9", title="Nina Simone tribute (late show)"), NOW) == (
+        Outcome.UPDATED
+    )
+    assert Listing.objects.get().title == "Nina Simone tribute (late show)"
