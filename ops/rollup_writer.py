@@ -16,7 +16,6 @@ Invariants:
 
 import atexit
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import connection
 
 from ops import rollups
+from resilience.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -107,23 +107,27 @@ def _write(rows: list[rollups.Row], minute: datetime, cutoff: datetime) -> None:
         )
 
 
-_writers: dict[int, RollupWriter] = {}  # by pid: a forked child inherits its parent's
+def _started() -> RollupWriter:
+    writer = RollupWriter()
+    writer.start()
+    atexit.register(writer.stop)
+    return writer
+
+
+# A forked child inherits its parent's writer but not the thread behind it: it starts its
+# own, whose baseline is the counts at the fork.
+_writer = PerProcess(_started)
 
 
 def start_in_this_process() -> RollupWriter:
     """This process's writer, started now if it was not; its last flush runs at exit."""
-    writer = _writers.get(os.getpid())
-    if writer is None:
-        writer = _writers[os.getpid()] = RollupWriter()
-        writer.start()
-        atexit.register(writer.stop)
-    return writer
+    return _writer.get()
 
 
 def flush_this_process() -> None:
     """Write this process's increases now (the ops page, so it shows its own process's
     current minute), if it records any."""
-    writer = _writers.get(os.getpid())
+    writer = _writer.made()
     if writer is not None:
         writer.flush()
 
@@ -131,6 +135,6 @@ def flush_this_process() -> None:
 def stop_this_process() -> None:
     """Stop this process's writer, writing its last minute (a Celery pool process that
     the pool stops exits without running atexit)."""
-    writer = _writers.pop(os.getpid(), None)
+    writer = _writer.forget()
     if writer is not None:
         writer.stop()

@@ -3,7 +3,6 @@ just did, a degraded one included, from the roll-ups this process flushes as the
 loads. Through the real view, Postgres, Valkey and the real model."""
 
 import math
-import os
 import re
 from collections.abc import Callable
 
@@ -22,6 +21,7 @@ from ingestion.pacing import Mode, Pace, report_pace
 from ops import rollup_writer
 from ops.history import interpolated
 from ops.rollup_writer import RollupWriter
+from resilience.per_process import PerProcess
 from tests import factories, ops_personas
 from tests.conftest import SHORT_TIMEOUT_MS
 from tests.search_fixtures import about_results, embeddings_locked, search_json
@@ -81,7 +81,8 @@ async def test_the_page_shows_the_searches_just_made_a_degraded_one_included(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # This process's writer, as searchsite/asgi.py starts it, from after the warm-up.
-    monkeypatch.setitem(rollup_writer._writers, os.getpid(), RollupWriter())
+    monkeypatch.setattr(rollup_writer, "_writer", PerProcess(RollupWriter))
+    rollup_writer._writer.get()  # not started: this test flushes it through the page
     hybrid = await search_json(async_client, q="organ recital")
     async with embeddings_locked(test_database_url):
         # The same query: its embedding is cached, so the stage reaches its statement.
