@@ -32,7 +32,7 @@ _CANDIDATES_PER_DRAFT = 50
 
 # A listing's title, venue and aliases are compared with every draft near its start time,
 # and a draft's with every candidate: each text is folded once, not per comparison (the
-# folding was an eighth of a burst's application).
+# folding was an eighth of the ingesting process's time in a burst).
 _fold = functools.lru_cache(maxsize=8192)(normalise)
 
 # Every draft's candidates in one statement: `{arrays}` are the batch's columns, named
