@@ -3,6 +3,7 @@ in a fixed number of statements, one per kind of write, however many drafts the 
 held (ingestion/upsert.py)."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -155,28 +156,34 @@ def write(writes: Writes) -> None:
 
 
 def _insert(cursor: CursorWrapper, listings: list[Listing], now: datetime) -> None:
-    rows = [
-        _row(listing, (*_LISTING_COLUMNS, "audience", "source_kinds")) | {"n": n}
-        for n, listing in enumerate(listings)
-    ]
-    cursor.execute(_INSERT_LISTINGS, {"rows": json.dumps(rows), "now": now})
-    for listing, (pk,) in zip(listings, cursor.fetchall(), strict=True):
-        listing.pk = pk
+    _inserted(
+        cursor, _INSERT_LISTINGS, listings, (*_LISTING_COLUMNS, "audience", "source_kinds"), now
+    )
+    for listing in listings:
         listing.created_at = listing.updated_at = now
         listing.content_version = 1
-        listing._state.adding = False
 
 
 def _insert_records(cursor: CursorWrapper, records: list[SourceRecord], now: datetime) -> None:
-    rows = [
-        _row(record, ("source_id", "external_id", *_RECORD_COLUMNS)) | {"n": n}
-        for n, record in enumerate(records)
-    ]
-    cursor.execute(_INSERT_RECORDS, {"rows": json.dumps(rows), "now": now})
-    for record, (pk,) in zip(records, cursor.fetchall(), strict=True):
-        record.pk = pk
+    _inserted(cursor, _INSERT_RECORDS, records, ("source_id", "external_id", *_RECORD_COLUMNS), now)
+    for record in records:
         record.first_seen_at = record.updated_at = now
-        record._state.adding = False
+
+
+def _inserted(
+    cursor: CursorWrapper,
+    statement: str,
+    instances: Sequence[Listing | SourceRecord],
+    columns: tuple[str, ...],
+    now: datetime,
+) -> None:
+    """`statement` run on `instances` as rows numbered `n` in their order; each is given the
+    id its row came back with, and is saved from then on."""
+    rows = [_row(instance, columns) | {"n": n} for n, instance in enumerate(instances)]
+    cursor.execute(statement, {"rows": json.dumps(rows), "now": now})
+    for instance, (pk,) in zip(instances, cursor.fetchall(), strict=True):
+        instance.pk = pk
+        instance._state.adding = False
 
 
 def _link(records: list[SourceRecord]) -> None:
