@@ -16,12 +16,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import Http404, HttpRequest, HttpResponse
-from django_prometheus.exports import ExportToDjangoView
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from evaluation.guardrail import GuardrailCollector
 from ingestion.state_metrics import IngestionStateCollector
-from searchsite.metrics_files import sweep_dead_processes
+from searchsite.metrics_files import WrittenFilesCollector, sweep_dead_processes
 
 _state = CollectorRegistry(auto_describe=False)
 _state.register(IngestionStateCollector())
@@ -44,12 +43,18 @@ def may_scrape(request: HttpRequest) -> bool:
 def metrics(request: HttpRequest) -> HttpResponse:
     if not may_scrape(request):
         raise Http404()
+    return HttpResponse(_process_figures() + _database_figures(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _process_figures() -> bytes:
+    """Every process's figures with PROMETHEUS_MULTIPROC_DIR, else this process's."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        sweep_dead_processes(Path(directory))
-    response: HttpResponse = ExportToDjangoView(request)  # django-prometheus is untyped
-    response.write(_database_figures())
-    return response
+    if not directory:
+        return generate_latest(REGISTRY)
+    sweep_dead_processes(Path(directory))
+    registry = CollectorRegistry()
+    registry.register(WrittenFilesCollector(Path(directory)))
+    return generate_latest(registry)
 
 
 def _database_figures() -> bytes:

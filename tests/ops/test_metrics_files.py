@@ -1,5 +1,6 @@
-"""A killed process's live gauges leave the sum; its counters stay in it
-(searchsite/metrics_files.py). Real processes write real multiprocess files."""
+"""A killed process's live gauges leave the sum; its counters stay in it; a file not yet
+written takes nothing from it (searchsite/metrics_files.py). Real processes write real
+multiprocess files."""
 
 import os
 import signal
@@ -7,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.test import Client
 from prometheus_client import CollectorRegistry
-from prometheus_client.multiprocess import MultiProcessCollector
 
-from searchsite.metrics_files import sweep_dead_processes
+from searchsite.metrics_files import WrittenFilesCollector, sweep_dead_processes
 
 # A process that counts one search and holds one in flight, then waits to be killed.
 WRITER = """
@@ -39,7 +41,7 @@ def _writer(directory: Path) -> subprocess.Popen[str]:
 
 def _summed(directory: Path) -> dict[str, float]:
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]  # unannotated upstream
+    registry.register(WrittenFilesCollector(directory))
     return {
         sample.name: sample.value
         for family in registry.collect()
@@ -60,3 +62,35 @@ def test_a_killed_process_s_live_gauges_go_and_its_counts_stay(tmp_path: Path) -
     finally:
         living.kill()
         living.wait()
+
+
+def _starting(directory: Path) -> None:
+    """A process's file as it is between its creation and its sizing: empty."""
+    (directory / "counter_4194303.db").touch()
+
+
+def test_a_file_not_yet_written_takes_nothing_from_the_sum(tmp_path: Path) -> None:
+    living = _writer(tmp_path)
+    try:
+        _starting(tmp_path)
+        assert _summed(tmp_path) == {"demo_searches_total": 1, "demo_in_flight": 1}
+    finally:
+        living.kill()
+        living.wait()
+
+
+@pytest.mark.django_db
+def test_a_scrape_while_a_process_starts_gets_every_figure(
+    tmp_path: Path, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    living = _writer(tmp_path)
+    try:
+        _starting(tmp_path)
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+        response = client.get("/metrics")
+    finally:
+        living.kill()
+        living.wait()
+    assert response.status_code == 200
+    assert b"demo_searches_total 1.0" in response.content
+    assert b"ingestion_" in response.content  # the database's figures follow
