@@ -3,20 +3,37 @@ coroutines should share one pool of Postgres connections and one Redis client in
 opening their own each time."""
 
 import asyncio
-import os
 import threading
 from collections.abc import Coroutine
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
+from resilience.per_process import PerProcess
 from retrieval.cache import close_async_redis
 from retrieval.pg.pool import close_pool
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class _Running:
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+
+
+def _started(name: str) -> _Running:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
+    thread.start()
+    return _Running(loop, thread)
+
+
 class KeptLoop:
     """An event loop in a thread of its own, which the coroutines given to `run` share,
-    and with it the pool of Postgres connections and the Redis client it opens.
+    and with it the pool of Postgres connections and the Redis client it opens. One per
+    process: a forked child (Celery's pool) has the parent's loop object but not its
+    thread.
 
     A loop per task (`asyncio.run`) closed its pool with it, so every task opened new
     connections: a backend forked, its caches cold, for every search warmed. That cost
@@ -26,39 +43,21 @@ class KeptLoop:
     """
 
     def __init__(self, name: str) -> None:
-        self._name = name
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid: int | None = None
+        self._running = PerProcess(partial(_started, name))
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._running()).result()
-
-    def _running(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            # A forked child (Celery's pool) has the parent's loop object but not its thread.
-            if self._loop is None or self._pid != os.getpid():
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name=self._name, daemon=True
-                )
-                self._thread.start()
-                self._pid = os.getpid()
-            return self._loop
+        return asyncio.run_coroutine_threadsafe(coroutine, self._running.get().loop).result()
 
     def stop(self) -> None:
         """Close the loop's pool and Redis client, then the loop (a worker process's
         shutdown; a test's end)."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop, self._thread = None, None
-            if loop is None or thread is None or self._pid != os.getpid():
-                return
-            asyncio.run_coroutine_threadsafe(close_loop_clients(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
+        running = self._running.forget()
+        if running is None:
+            return
+        asyncio.run_coroutine_threadsafe(close_loop_clients(), running.loop).result()
+        running.loop.call_soon_threadsafe(running.loop.stop)
+        running.thread.join()
+        running.loop.close()
 
 
 async def close_loop_clients() -> None:
