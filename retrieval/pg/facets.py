@@ -36,6 +36,7 @@ from functools import cache
 
 from django.conf import settings
 
+from resilience.single_flight import SingleFlight
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.statement import FACETS_TAG, fetch_with_local_settings
 from retrieval.pg.suggestions import VIEW
@@ -127,27 +128,17 @@ async def count(
         if _resting[key] > clock:
             raise CountsRestingError
         del _resting[key]
-    loop = asyncio.get_running_loop()
-    running = _running.get(key)
-    if running is None or running.get_loop() is not loop:
-        running = loop.create_task(_count(key, filters, deadline, now))
-        _running[key] = running
-        running.add_done_callback(lambda task: _counted_or_failed(key, task))
+    counting = _counting.run(lambda: _count(key, filters, deadline, now), "facets", key)
     # Shielded: a search that stops waiting leaves the count to the others.
-    return await asyncio.shield(running)
+    return await asyncio.shield(counting)
 
 
-def _counted_or_failed(key: tuple[int, str, int], task: "asyncio.Task[Facets]") -> None:
-    if _running.get(key) is task:
-        del _running[key]
-    if task.cancelled() or task.exception() is not None:
-        now = _clock()
-        if len(_resting) >= _KEPT:  # filters that never came back
-            for stale in [k for k, until in _resting.items() if until <= now]:
-                del _resting[stale]
-        _resting[key] = now + RETRY_AFTER_S
-    else:
-        _resting.pop(key, None)
+def _failed(key: tuple[int, str, int]) -> None:
+    now = _clock()
+    if len(_resting) >= _KEPT:  # filters that never came back
+        for stale in [k for k, until in _resting.items() if until <= now]:
+            del _resting[stale]
+    _resting[key] = now + RETRY_AFTER_S
 
 
 async def _count(
@@ -165,9 +156,14 @@ async def _count(
     }
     statement = _statement(generation, tuple(shape(c) for c in choices), shape(venue_filters), cap)
     wait_s = settings.SEARCH_FACETS_POOL_WAIT_MS / 1000
-    (row,) = await fetch_with_local_settings(
-        FACETS_TAG, statement, params, deadline, pool_wait_s=wait_s
-    )
+    try:
+        (row,) = await fetch_with_local_settings(
+            FACETS_TAG, statement, params, deadline, pool_wait_s=wait_s
+        )
+    except BaseException:  # cancelled too: the count did not come
+        _failed(key)
+        raise
+    _resting.pop(key, None)
     dated, kinds, venues = row[: len(WHEN_BUCKETS)], row[len(WHEN_BUCKETS) : -1], row[-1]
 
     def counted(value: str, number: int) -> Count:
@@ -186,12 +182,12 @@ async def _count(
 
 _kept: "OrderedDict[tuple[int, str, int], tuple[float, Facets]]" = OrderedDict()
 # The count in flight per filters, and until when failed ones are not tried again.
-_running: "dict[tuple[int, str, int], asyncio.Task[Facets]]" = {}
+_counting: SingleFlight[Facets] = SingleFlight()
 _resting: dict[tuple[int, str, int], float] = {}
 
 
 def forget() -> None:
     """Counts kept are forgotten (a test's database is not the last one's)."""
     _kept.clear()
-    _running.clear()
+    _counting.forget()
     _resting.clear()
