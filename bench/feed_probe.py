@@ -32,10 +32,8 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import REPO, running
+from harness import REPO, paired_interval, running
 
 sys.path.insert(0, str(REPO))
 from capacity import feed_skip, query_pool
@@ -105,20 +103,17 @@ def pairs_report(pairs: Sequence[tuple[float, float]]) -> str:
     """The feed steps' median p99 over the quiet steps', with a 95 % interval from the
     pairs resampled (each pair a quiet step and the feed step after it)."""
 
-    def ratio(chosen: Sequence[tuple[float, float]]) -> float:
-        return statistics.median(f for _, f in chosen) / statistics.median(q for q, _ in chosen)
+    def ratio(chosen: Sequence[int]) -> float:
+        fed = statistics.median(pairs[i][1] for i in chosen)
+        return fed / statistics.median(pairs[i][0] for i in chosen)
 
-    rng = np.random.default_rng(5)
-    resampled = [
-        ratio([pairs[i] for i in rng.integers(0, len(pairs), len(pairs))]) for _ in range(2000)
-    ]
-    low, high = np.percentile(resampled, [2.5, 97.5])
+    low, high = paired_interval(len(pairs), ratio)
     quiet = statistics.median(q for q, _ in pairs)
     fed = statistics.median(f for _, f in pairs)
     worse = sum(1 for q, f in pairs if f > q)
     return (
         f"p99, median of {len(pairs)} steps: quiet {quiet:.1f} ms, with the feed {fed:.1f} ms; "
-        f"ratio {ratio(pairs):.3f} (95 % interval {low:.3f}-{high:.3f}); "
+        f"ratio {ratio(range(len(pairs))):.3f} (95 % interval {low:.3f}-{high:.3f}); "
         f"the feed step slower in {worse} of {len(pairs)} pairs"
     )
 

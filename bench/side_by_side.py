@@ -24,7 +24,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -175,8 +175,7 @@ def main() -> None:
 
 
 def compare(args: argparse.Namespace) -> None:
-    import numpy as np
-    from harness import REPO, SHARED_DATA, percentile
+    from harness import REPO, SHARED_DATA
     from listings import records
     from search import queries
 
@@ -214,7 +213,7 @@ def compare(args: argparse.Namespace) -> None:
     finally:
         for handle in services:
             handle.stop()
-    report(before, after, np, percentile)
+    report(before, after)
 
 
 def warm(
@@ -233,7 +232,9 @@ def warm(
     raise SystemExit(f"not every search answered in full after warming: {modes}")
 
 
-def report(before: Side, after: Side, np: Any, percentile: Any) -> None:
+def report(before: Side, after: Side) -> None:
+    from harness import paired_interval, percentile
+
     def pooled(blocks: list[list[float]], share: float) -> float:
         return float(percentile([m for b in blocks for m in b], share))
 
@@ -245,19 +246,16 @@ def report(before: Side, after: Side, np: Any, percentile: Any) -> None:
             f"lexical stage p99 {percentile(side.lexical, 0.99):6.2f} ms  "
             f"({len(every)} searches, modes {side.modes})"
         )
-    rng = np.random.default_rng(5)
-    pairs = len(before.blocks)
     for share in (0.5, 0.99):
-        ratio = pooled(after.blocks, share) / pooled(before.blocks, share)
-        resampled = []
-        for _ in range(2000):
-            picks = rng.integers(0, pairs, pairs)
-            resampled.append(
-                pooled([after.blocks[i] for i in picks], share)
-                / pooled([before.blocks[i] for i in picks], share)
+
+        def ratio(picks: Sequence[int], share: float = share) -> float:
+            return pooled([after.blocks[i] for i in picks], share) / pooled(
+                [before.blocks[i] for i in picks], share
             )
-        low, high = np.percentile(resampled, [2.5, 97.5])
-        print(f"after/before p{share * 100:.0f}: {ratio:.3f}  (95 % interval {low:.3f}-{high:.3f})")
+
+        low, high = paired_interval(len(before.blocks), ratio)
+        whole = ratio(range(len(before.blocks)))
+        print(f"after/before p{share * 100:.0f}: {whole:.3f}  (95 % interval {low:.3f}-{high:.3f})")
 
 
 if __name__ == "__main__":
