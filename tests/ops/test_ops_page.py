@@ -18,10 +18,8 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.generations import ensure_active_generation
 from ingestion.models import Listing, QuarantinedItem, Source
 from ingestion.pacing import Mode, Pace, report_pace
-from ops import rollup_writer
 from ops.history import interpolated
 from ops.rollup_writer import RollupWriter
-from resilience.per_process import PerProcess
 from tests import factories, ops_personas
 from tests.conftest import SHORT_TIMEOUT_MS
 from tests.search_fixtures import about_results, embeddings_locked, search_json
@@ -78,11 +76,8 @@ async def test_the_page_shows_the_searches_just_made_a_degraded_one_included(
     patient_search: None,
     warmed_up: None,
     test_database_url: str,
-    monkeypatch: pytest.MonkeyPatch,
+    own_rollup_writer: RollupWriter,
 ) -> None:
-    # This process's writer, as searchsite/asgi.py starts it, from after the warm-up.
-    monkeypatch.setattr(rollup_writer, "_writer", PerProcess(RollupWriter))
-    rollup_writer._writer.get()  # not started: this test flushes it through the page
     hybrid = await search_json(async_client, q="organ recital")
     async with embeddings_locked(test_database_url):
         # The same query: its embedding is cached, so the stage reaches its statement.

@@ -8,10 +8,8 @@ from django.test import Client
 
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.generations import ensure_active_generation
-from ops import rollup_writer
 from ops.rollup_writer import RollupWriter
 from ops.whatif import Cumulative, predict
-from resilience.per_process import PerProcess
 from retrieval import metrics
 from tests import ops_personas
 
@@ -71,11 +69,8 @@ def test_a_candidate_between_bounds_is_refused() -> None:
 
 @pytest.mark.django_db
 def test_the_ops_page_shows_the_what_if_of_the_searches_on_record(
-    client: Client, monkeypatch: pytest.MonkeyPatch
+    client: Client, own_rollup_writer: RollupWriter
 ) -> None:
-    # This process's writer, as searchsite/asgi.py starts it: what grows from now is flushed.
-    monkeypatch.setattr(rollup_writer, "_writer", PerProcess(RollupWriter))
-    rollup_writer._writer.get()  # not started: this test flushes it through the page
     generation = ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
     stage = metrics.VECTOR_STAGE.labels("short", str(generation))
     sampled = metrics.VECTOR_STAGE_SAMPLED.labels("short", str(generation))
