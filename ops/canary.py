@@ -130,28 +130,34 @@ def end(canary: Canary, state: str, by: User | None, because: str, now: datetime
     return canary
 
 
+# A row's labels, as a key: parsed once per row, not once per figure read from it.
+Labels = tuple[tuple[str, str], ...]
+
+
 def compare(canary: Canary, now: datetime) -> dict[str, ArmFigures]:
     """Each arm's figures since the canary started."""
-    summed: dict[tuple[str, str], float] = defaultdict(float)
+    summed: dict[tuple[str, Labels], float] = defaultdict(float)
     for _, metric, labels, value in _rows(canary.started_at, now):
         summed[metric, labels] += value
     return {arm: _figures(summed, arm, canary.guardrail.get(arm)) for arm in ARMS}
 
 
-def _rows(since: datetime, until: datetime) -> list[tuple[datetime, str, str, float]]:
+def _rows(since: datetime, until: datetime) -> list[tuple[datetime, str, Labels, float]]:
     with connection.cursor() as cursor:
         cursor.execute(_SINCE, {"since": since.replace(second=0, microsecond=0), "until": until})
-        return [(at, metric, labels, float(value)) for at, metric, labels, value in cursor]
+        return [
+            (at, metric, tuple(sorted(json.loads(labels).items())), float(value))
+            for at, metric, labels, value in cursor
+        ]
 
 
 def _figures(
-    summed: dict[tuple[str, str], float], arm: str, guardrail_recall: float | None
+    summed: dict[tuple[str, Labels], float], arm: str, guardrail_recall: float | None
 ) -> ArmFigures:
     def total(metric: str, **labels: str) -> float:
+        wanted = {("arm", arm), *labels.items()}
         return sum(
-            value
-            for (m, text), value in summed.items()
-            if m == metric and _labels(text).items() >= {"arm": arm, **labels}.items()
+            value for (m, key), value in summed.items() if m == metric and wanted <= set(key)
         )
 
     answered = total("retrieval_arm_answers_total")
@@ -159,9 +165,9 @@ def _figures(
     unavailable = total("retrieval_arm_unavailable_total")
     answers = answered + unavailable
     buckets = sorted(
-        (float(_labels(text)["le"]), value)
-        for (m, text), value in summed.items()
-        if m == "retrieval_arm_request_seconds_bucket" and _labels(text).get("arm") == arm
+        (float(dict(key)["le"]), value)
+        for (m, key), value in summed.items()
+        if m == "retrieval_arm_request_seconds_bucket" and ("arm", arm) in key
     )
     cumulative = _merged(buckets)
     return ArmFigures(
@@ -175,11 +181,6 @@ def _figures(
         p99_ms=_percentile(0.99, cumulative),
         guardrail_recall=guardrail_recall,
     )
-
-
-def _labels(text: str) -> dict[str, str]:
-    labels: dict[str, str] = json.loads(text)
-    return labels
 
 
 def _merged(buckets: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -263,8 +264,8 @@ def _minutes(since: datetime, until: datetime, objective_s: float) -> list[Minut
     # Slower than the objective: above the highest bucket bound within it.
     bound = max(b for b in LATENCY_BUCKETS if b <= objective_s)
     by_minute: dict[datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for at, metric, text, value in _rows(since, until):
-        labels = _labels(text)
+    for at, metric, key, value in _rows(since, until):
+        labels = dict(key)
         if labels.get("arm") != "canary":
             continue
         counts = by_minute[at]
