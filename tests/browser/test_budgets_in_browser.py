@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.browser.conftest import DESKTOP, PHONE
-from tests.browser.pages import scrolls_sideways
 from tests.browser.test_ops_page_in_browser import (
-    VIOLATIONS,
+    axe_finds_nothing,
     log_in_to_the_ops_page,
+    ops_page_after_searches,
     searches_made,
 )
 from tests.live_app import LiveApp
@@ -77,17 +77,9 @@ def test_an_ops_member_reads_the_what_if_starts_a_canary_and_promotes_it(
 def test_axe_finds_nothing_on_the_budgets(
     axe: Path, browser: "Browser", app: LiveApp, test_database_url: str, viewport: dict[str, int]
 ) -> None:
-    context = browser.new_context(viewport=viewport, bypass_csp=True)  # type: ignore[arg-type]  # a ViewportSize
-    try:
-        page = context.new_page()
-        searches_made(page, app, test_database_url)
-        log_in_to_the_ops_page(page, app)
+    with ops_page_after_searches(browser, app, test_database_url, viewport, for_axe=True) as page:
         canary_started(page, app)
-        page.add_script_tag(path=str(axe))
-        assert page.evaluate(VIOLATIONS) == []
-        assert not scrolls_sideways(page)
-    finally:
-        context.close()
+        axe_finds_nothing(page, axe)
 
 
 @pytest.mark.skipif(not os.environ.get("SCREENSHOTS_DIR"), reason="SCREENSHOTS_DIR is not set")
@@ -97,12 +89,7 @@ def test_axe_finds_nothing_on_the_budgets(
 def test_take_the_budgets_screenshot(
     browser: "Browser", app: LiveApp, test_database_url: str, viewport: dict[str, int], name: str
 ) -> None:
-    context = browser.new_context(viewport=viewport, device_scale_factor=1)  # type: ignore[arg-type]  # a ViewportSize
-    try:
-        page = context.new_page()
-        for _ in range(3):
-            searches_made(page, app, test_database_url)
-        log_in_to_the_ops_page(page, app)
+    with ops_page_after_searches(browser, app, test_database_url, viewport, rounds=3) as page:
         canary_started(page, app)
         out = Path(os.environ["SCREENSHOTS_DIR"]) / name
         budgets = page.locator("section.canary")
@@ -111,5 +98,3 @@ def test_take_the_budgets_screenshot(
         page.set_viewport_size({"width": viewport["width"], "height": 2000})
         budgets.screenshot(path=str(out))
         whatif.screenshot(path=str(out.with_name(out.stem + "-whatif.png")))
-    finally:
-        context.close()

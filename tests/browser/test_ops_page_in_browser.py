@@ -5,6 +5,8 @@ charts; under the site's Content-Security-Policy nothing is refused, and axe-cor
 nothing. With SCREENSHOTS_DIR set, also docs/img/ops-page.png and ops-page-phone.png."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +44,37 @@ def searches_made(page: "Page", app: LiveApp, database_url: str) -> str:
 def log_in_to_the_ops_page(page: "Page", app: LiveApp) -> None:
     member = ops_personas.ops_member()
     log_in_to(page, f"{app.url}/ops/", member.username, ops_personas.PASSWORD)
+
+
+@contextmanager
+def ops_page_after_searches(
+    browser: "Browser",
+    app: LiveApp,
+    database_url: str,
+    viewport: dict[str, int],
+    *,
+    rounds: int = 1,
+    for_axe: bool = False,
+) -> Iterator["Page"]:
+    """The ops page as an ops member sees it after `rounds` of `searches_made`, in a
+    browser context of its own at `viewport`. For axe, the site's policy is bypassed:
+    axe-core goes in as a script tag of the test's own, which the policy would refuse."""
+    options = {"bypass_csp": True} if for_axe else {"device_scale_factor": 1}
+    context = browser.new_context(viewport=viewport, **options)  # type: ignore[arg-type]  # a ViewportSize
+    try:
+        page = context.new_page()
+        for _ in range(rounds):
+            searches_made(page, app, database_url)
+        log_in_to_the_ops_page(page, app)
+        yield page
+    finally:
+        context.close()
+
+
+def axe_finds_nothing(page: "Page", axe: Path) -> None:
+    page.add_script_tag(path=str(axe))
+    assert page.evaluate(VIOLATIONS) == []
+    assert not scrolls_sideways(page)
 
 
 def legend(page: "Page", chart: str) -> dict[str, str]:
@@ -83,17 +116,8 @@ def test_an_ops_member_sees_the_searches_just_made_a_degraded_one_included(
 def test_axe_finds_nothing_on_the_ops_page(
     axe: Path, browser: "Browser", app: LiveApp, test_database_url: str, viewport: dict[str, int]
 ) -> None:
-    # axe-core goes in as a script tag of the test's own, which the policy would refuse.
-    context = browser.new_context(viewport=viewport, bypass_csp=True)  # type: ignore[arg-type]  # a ViewportSize
-    try:
-        page = context.new_page()
-        searches_made(page, app, test_database_url)
-        log_in_to_the_ops_page(page, app)
-        page.add_script_tag(path=str(axe))
-        assert page.evaluate(VIOLATIONS) == []
-        assert not scrolls_sideways(page)
-    finally:
-        context.close()
+    with ops_page_after_searches(browser, app, test_database_url, viewport, for_axe=True) as page:
+        axe_finds_nothing(page, axe)
 
 
 @pytest.mark.skipif(not os.environ.get("SCREENSHOTS_DIR"), reason="SCREENSHOTS_DIR is not set")
@@ -103,13 +127,6 @@ def test_axe_finds_nothing_on_the_ops_page(
 def test_take_the_ops_page_s_screenshot(
     browser: "Browser", app: LiveApp, test_database_url: str, viewport: dict[str, int], name: str
 ) -> None:
-    context = browser.new_context(viewport=viewport, device_scale_factor=1)  # type: ignore[arg-type]  # a ViewportSize
-    try:
-        page = context.new_page()
-        for _ in range(3):  # a few minutes' worth would be nicer; a few searches will do
-            searches_made(page, app, test_database_url)
-        log_in_to_the_ops_page(page, app)
-        out = Path(os.environ["SCREENSHOTS_DIR"]) / name
-        page.screenshot(path=str(out), full_page=True)
-    finally:
-        context.close()
+    # A few minutes' worth would be nicer; a few searches will do.
+    with ops_page_after_searches(browser, app, test_database_url, viewport, rounds=3) as page:
+        page.screenshot(path=str(Path(os.environ["SCREENSHOTS_DIR"]) / name), full_page=True)
