@@ -3,7 +3,7 @@ supply them, the records each source gives, and the canonical listings de-duplic
 those records, with their full-text search columns and indexes."""
 
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField
 from django.contrib.postgres.indexes import GinIndex
@@ -82,11 +82,11 @@ class Source(models.Model):
         return f"{self.name} ({self.kind})"
 
 
-def _gin(name: str, field: str, **options: Any) -> GinIndex:
+def _gin(name: str, field: str) -> GinIndex:
     """A GIN index that takes each insert directly (fastupdate off), not into a pending
     list: every search scans that list whole, and autovacuum's ANALYZE merged it while
     ingestion ran, timing out every lexical stage for 1.6 s (migrations/0014)."""
-    return GinIndex(fields=[field], name=name, fastupdate=False, **options)
+    return GinIndex(fields=[field], name=name, fastupdate=False)
 
 
 class Listing(models.Model):
@@ -214,7 +214,6 @@ class Listing(models.Model):
         indexes = [
             _gin("listing_search_vector_gin", "search_vector"),
             _gin("listing_title_vector_gin", "title_vector"),
-            _gin("listing_title_trgm", "title", opclasses=["gin_trgm_ops"]),
             models.Index(fields=["starts_at"], name="listing_starts_at"),
             _gin("listing_venue_terms_gin", "venue_terms"),
             _gin("listing_source_kinds_gin", "source_kinds"),
