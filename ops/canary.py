@@ -131,7 +131,7 @@ def end(canary: Canary, state: str, by: User | None, because: str, now: datetime
 
 
 # A row's labels, as a key: parsed once per row, not once per figure read from it.
-Labels = tuple[tuple[str, str], ...]
+Labels = frozenset[tuple[str, str]]
 
 
 def compare(canary: Canary, now: datetime) -> dict[str, ArmFigures]:
@@ -146,7 +146,7 @@ def _rows(since: datetime, until: datetime) -> list[tuple[datetime, str, Labels,
     with connection.cursor() as cursor:
         cursor.execute(_SINCE, {"since": since.replace(second=0, microsecond=0), "until": until})
         return [
-            (at, metric, tuple(sorted(json.loads(labels).items())), float(value))
+            (at, metric, frozenset(json.loads(labels).items()), float(value))
             for at, metric, labels, value in cursor
         ]
 
@@ -156,9 +156,7 @@ def _figures(
 ) -> ArmFigures:
     def total(metric: str, **labels: str) -> float:
         wanted = {("arm", arm), *labels.items()}
-        return sum(
-            value for (m, key), value in summed.items() if m == metric and wanted <= set(key)
-        )
+        return sum(value for (m, key), value in summed.items() if m == metric and wanted <= key)
 
     answered = total("retrieval_arm_answers_total")
     hybrid = total("retrieval_arm_answers_total", mode=Mode.HYBRID)
