@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -46,9 +47,15 @@ class Interval:
     def __str__(self) -> str:
         if self.value is None or self.low is None or self.high is None:
             return "n/a"
-        if self.share:
-            return f"{self.value:.1%} ({self.low:.1%} to {self.high:.1%})"
-        return f"{self.value:.1f} ({self.low:.1f} to {self.high:.1f})"
+        return f"{self.brief} ({self._shown(self.low)} to {self._shown(self.high)})"
+
+    @property
+    def brief(self) -> str:
+        """The value without its interval."""
+        return "n/a" if self.value is None else self._shown(self.value)
+
+    def _shown(self, number: float) -> str:
+        return f"{number:.1%}" if self.share else f"{number:.1f}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,18 @@ class ArmFigures:
     p50_ms: Interval
     p99_ms: Interval
     guardrail_recall: float | None  # the latest guardrail run under its budgets
+
+    @classmethod
+    def kept(cls, figures: dict[str, Any]) -> "ArmFigures":
+        """An arm's figures as `end` kept them (`asdict`) in the canary's record."""
+        return cls(
+            answers=figures["answers"],
+            fallback_share=Interval(**figures["fallback_share"]),
+            exhausted_ratio=Interval(**figures["exhausted_ratio"]),
+            p50_ms=Interval(**figures["p50_ms"]),
+            p99_ms=Interval(**figures["p99_ms"]),
+            guardrail_recall=figures["guardrail_recall"],
+        )
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,12 @@ def in_force() -> InForce:
     if promoted is None:
         return InForce(settings.SEARCH_VECTOR_BUDGET_MS, settings.SEARCH_DEADLINE_MS, None)
     return InForce(promoted.vector_budget_ms, promoted.deadline_ms, promoted)
+
+
+def ended(count: int) -> list[tuple[Canary, dict[str, ArmFigures]]]:
+    """The last `count` canaries to end, each with its arms' figures at the decision."""
+    last = Canary.objects.exclude(state=Canary.State.RUNNING).order_by("-ended_at")[:count]
+    return [(c, {arm: ArmFigures.kept(kept) for arm, kept in c.figures.items()}) for c in last]
 
 
 def running() -> Canary | None:

@@ -28,7 +28,6 @@ from ops.canary_views import may_run
 from ops.charts import Chart, line_chart
 from ops.history import History, Pick
 from ops.whatif import WhatIf
-from retrieval.models import Canary
 from retrieval.types import Mode
 
 PERMISSION = "ops.view_ops_page"
@@ -77,7 +76,7 @@ def ops_page(request: HttpRequest) -> HttpResponse:
             "arms": canary.compare(running, now) if running else None,
             "may_run": may_run(request.user),
             "in_force": in_force,
-            "ended": Canary.objects.exclude(state=Canary.State.RUNNING).order_by("-ended_at")[:5],
+            "ended": canary.ended(5),
         },
         "sections": sections,
         "now": state,

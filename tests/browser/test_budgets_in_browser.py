@@ -2,7 +2,8 @@
 what-if of other vector budgets from the searches just made, starts a canary from the
 form, sees both arms compared once readers of each have searched, and promotes it; axe-core
 finds nothing at a desktop and a phone width, and nothing scrolls sideways. With
-SCREENSHOTS_DIR set, also docs/img/ops-budgets.png and ops-budgets-phone.png."""
+SCREENSHOTS_DIR set, also docs/img/ops-budgets.png and ops-budgets-phone.png, the what-if's
+and the decisions' beside each."""
 
 import os
 from pathlib import Path
@@ -44,6 +45,11 @@ def canary_started(page: "Page", app: LiveApp) -> None:
     raise AssertionError("the arms never counted the readers' searches")
 
 
+def promoted(page: "Page") -> None:
+    page.get_by_role("button", name="Promote: its budgets in force for everyone").click()
+    page.wait_for_selector("#canary-ended")
+
+
 def searched(page: "Page") -> dict[str, int]:
     """Each arm's searches as the page's comparison counts them."""
     arms = page.locator("#canary-arms tbody tr")
@@ -68,9 +74,13 @@ def test_an_ops_member_reads_the_what_if_starts_a_canary_and_promotes_it(
     counted = searched(page)
     assert set(counted) == {"control", "canary"}
     assert all(counted.values())  # readers in each arm
-    page.get_by_role("button", name="Promote: its budgets in force for everyone").click()
+    promoted(page)
     assert "vector budget of 30 ms" in page.locator("#canary-heading + p").inner_text()
     assert "promoted from canary" in page.locator("#canary-heading + p").inner_text()
+    decided = page.locator("#canary-ended tbody tr").first.locator("td")
+    assert decided.nth(1).inner_text() == "Promoted"
+    # The figures it was promoted on: each arm's searches, as the comparison counted them.
+    assert decided.nth(5).inner_text() == f"{counted['control']} / {counted['canary']}"
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -79,6 +89,8 @@ def test_axe_finds_nothing_on_the_budgets(
 ) -> None:
     with ops_page_after_searches(browser, app, test_database_url, viewport, for_axe=True) as page:
         canary_started(page, app)
+        axe_finds_nothing(page, axe)
+        promoted(page)  # the decisions' table, with the figures each was taken on
         axe_finds_nothing(page, axe)
 
 
@@ -98,3 +110,7 @@ def test_take_the_budgets_screenshot(
         page.set_viewport_size({"width": viewport["width"], "height": 2000})
         budgets.screenshot(path=str(out))
         whatif.screenshot(path=str(out.with_name(out.stem + "-whatif.png")))
+        promoted(page)
+        page.set_viewport_size({"width": viewport["width"], "height": 2000})
+        decided = page.locator("#canary-ended").locator("xpath=ancestor::div[1]")
+        decided.screenshot(path=str(out.with_name(out.stem + "-decided.png")))

@@ -91,8 +91,11 @@ def _rollup(minute: datetime, metric: str, value: float, **labels: str) -> Metri
 
 
 @pytest.mark.django_db
-def test_a_canary_over_its_fallback_objective_for_the_window_is_rolled_back() -> None:
-    running = canary.start(ops_personas.ops_member(), 5.0, 150.0, 0.2)
+def test_a_canary_over_its_fallback_objective_for_the_window_is_rolled_back(
+    client: Client,
+) -> None:
+    member = ops_personas.ops_member()
+    running = canary.start(member, 5.0, 150.0, 0.2)
     began = running.started_at.replace(second=0, microsecond=0)
     rows = []
     for n in range(5):
@@ -120,6 +123,11 @@ def test_a_canary_over_its_fallback_objective_for_the_window_is_rolled_back() ->
     assert rolled.figures["canary"]["fallback_share"]["value"] == pytest.approx(0.25)
     assert rolled.figures["control"]["fallback_share"]["value"] == 0.0
     assert canary.in_force().vector_budget_ms == 40.0  # the control's, as before
+    # The ops page keeps the decision with the figures it was taken on.
+    client.force_login(member)
+    ended = client.get("/ops/").content.decode().split('id="canary-ended"')[1].split("</table>")[0]
+    assert "<td>Rolled Back</td><td>Fallback Share</td><td>automatic</td>" in ended
+    assert "<td>400 / 100</td><td>0.0% / 25.0%</td>" in ended
 
 
 @pytest.mark.django_db
