@@ -505,7 +505,7 @@ def main() -> None:
     with running(args.data_dir):
         from django.conf import settings
         from django.db import connection
-        from search_data import build, date_listings
+        from search_data import build, date_listings, record_listings
 
         from ingestion import generations
         from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
@@ -518,6 +518,7 @@ def main() -> None:
         base_records = records(2000, data_dir)
         built = build(args.listings, base_records, generation.pk)
         date_listings()
+        record_listings()
         with connection.cursor() as cursor:
             # Huge pages change every figure here (docs/benchmarks.md): say which ran.
             cursor.execute("SHOW huge_pages_status")

@@ -120,6 +120,8 @@ def prepare(data_dir: Path) -> psutil.Process:
     """The bench database as bench/search.py built it (used as found, never rebuilt), less
     anything a run that did not clean up left, with its active generation; returns the
     postmaster."""
+    from search_data import record_listings
+
     from ingestion import generations
     from ingestion.embedding import DIMENSIONS, MODEL_NAME
     from ingestion.models import Listing
@@ -127,6 +129,7 @@ def prepare(data_dir: Path) -> psutil.Process:
     from retrieval.warming import warm_up
 
     remove_bench_sources()  # of a run that did not clean up
+    record_listings()  # a database built before its listings had their records
     generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
     print(f"{Listing.objects.count()} listings in {data_dir}")
     # As `manage.py bootstrap` does before `make run` serves: Postgres was just started
