@@ -268,3 +268,10 @@ def retire(generation: IndexGeneration) -> None:
         cursor.execute(
             "DELETE FROM ingestion_listing_embedding WHERE generation_id = %s", [generation.pk]
         )
+        # Its backfill marks (a build given up) want nothing now; left, every claim and
+        # settling would read through them (migrations/0013: a mark a write touched is no
+        # longer a backfill mark, so none of those goes).
+        cursor.execute(
+            "DELETE FROM ingestion_embedding_candidate WHERE backfill_generation_id = %s",
+            [generation.pk],
+        )

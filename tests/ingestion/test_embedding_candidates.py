@@ -56,6 +56,19 @@ def test_a_new_generation_wants_every_active_listing_and_a_retired_one_none() ->
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_generation_retired_before_its_backfill_leaves_no_marks() -> None:
+    """A build given up (retired while still building): its backfill marks want nothing
+    any more. Left, they stayed for good, and each sweep's claim and settling read through
+    them: 100,000 of them after a build of the bench's listings."""
+    generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
+    _embedded("Harp recital", "Pottery for beginners")
+    building = generations.create_generation(MODEL_NAME, DIMENSIONS)
+    assert EmbeddingCandidate.objects.filter(backfill_generation=building).count() == 2
+    generations.retire(building)
+    assert not EmbeddingCandidate.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_change_while_the_candidates_are_settled_is_kept(test_database_url: str) -> None:
     """Another transaction re-marks a candidate (changing its listing) and holds it
     uncommitted while the candidates are settled. In the settling statement's snapshot
