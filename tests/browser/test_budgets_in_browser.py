@@ -46,8 +46,10 @@ def canary_started(page: "Page", app: LiveApp) -> None:
 
 
 def promoted(page: "Page") -> None:
+    """Promoted from its button, and the page it returns to shown (the one that says so: a
+    decisions' table may be on the page before it, from an earlier canary)."""
     page.get_by_role("button", name="Promote: its budgets in force for everyone").click()
-    page.wait_for_selector("#canary-ended")
+    page.wait_for_selector("[role=status] li.success")
 
 
 def searched(page: "Page") -> dict[str, int]:
