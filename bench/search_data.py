@@ -178,8 +178,8 @@ def record_listings() -> None:
             [source.pk],
         )
         if cursor.rowcount:  # each record's trigger set its listing's source kinds
-            cursor.execute("VACUUM (ANALYZE) ingestion_sourcerecord")
-            _vacuum(cursor)
+            for table in ("ingestion_sourcerecord", "ingestion_listing"):
+                cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 
 def _already_built(count: int, generation: int) -> bool:
