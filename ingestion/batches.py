@@ -15,7 +15,7 @@ from ingestion import metrics
 from ingestion.drafts import BadItem, ListingDraft, ParseResult, PayloadError
 from ingestion.models import Poll, QuarantinedItem, Source
 from ingestion.pacing import payload_pacer
-from ingestion.planner_statistics import analyse_listings_if_outgrown
+from ingestion.planner_statistics import analyse_if_outgrown
 from ingestion.upsert import Applied, Counts, Outcome, apply_drafts
 
 
@@ -127,7 +127,7 @@ def _after_commit(kind: str, touched: set[int], fetched_at: datetime, counts: Co
     if not touched:
         return
     if counts.new:
-        analyse_listings_if_outgrown(counts.new)
+        analyse_if_outgrown(counts.new)
     lag_s = (timezone.now() - fetched_at).total_seconds()
     lexical_lag = metrics.LEXICAL_LAG.labels(kind=kind)
     for _ in touched:  # one observation per listing, as the lag objective counts listings

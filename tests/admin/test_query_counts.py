@@ -133,9 +133,9 @@ def test_the_generations_changelist_counts_only_current_vectors_of_active_listin
 # encloses the batch's (in production its BEGIN and COMMIT, which Django does not count).
 BATCH_QUERIES = 6
 # New items: their time slots locked, duplicates looked for, their listings and their
-# records inserted, and, after the commit, whether the listings outgrew their statistics
-# (they never do here: `apply_counted` analyses them first); bad ones: their quarantine
-# entries inserted.
+# records inserted, and, after the commit, whether the listings or their records outgrew
+# their statistics (they never do here: `apply_counted` analyses them first); bad ones:
+# their quarantine entries inserted.
 NEW_AND_BAD_ITEMS_QUERIES = 6
 # Changed items: their listings locked, then updated (versions bumped), their records
 # updated.
@@ -162,7 +162,7 @@ def apply_counted(
         with connection.cursor() as cursor:
             # Statistics to compare with, so that no poll here analyses (a fresh test
             # database has none, and the first poll would).
-            cursor.execute("ANALYZE ingestion_listing")
+            cursor.execute("ANALYZE ingestion_listing, ingestion_sourcerecord")
         with django_assert_num_queries(queries), django_capture_on_commit_callbacks(execute=True):
             return apply_parse_result(
                 feed, result, fetched_at=timezone.now(), started_at=timezone.now()
