@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, running
 
 sys.path.insert(0, str(REPO))
-from capacity import limit_rate, query_pool
+from capacity import add_rate_arguments, limit_rate, query_pool
 from load import HEADER, Options, steps
 from stack import add_stack_arguments, prepare, serve, step_probes
 
@@ -32,11 +32,8 @@ READERS = 10_000  # cookies the requests cycle through: half of them in each arm
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget-ms", type=float, default=20.0, help="the canary's")
-    parser.add_argument("--fraction", type=float, default=0.5, help="of the capacity limit")
     parser.add_argument("--minutes", type=int, default=4)
-    parser.add_argument("--step-seconds", type=float, default=30.0)
-    parser.add_argument("--capacity-queries", type=int, default=300)
-    parser.add_argument("--limit", type=float, help="searches/s (else measured first)")
+    add_rate_arguments(parser, step_seconds=30.0)
     add_stack_arguments(parser)
     args = parser.parse_args()
     with running(args.data_dir), ExitStack() as stack:

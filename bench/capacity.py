@@ -20,6 +20,7 @@ everything, one process), on a fresh batch that is removed again afterwards so t
 database keeps exactly its listings.
 """
 
+import argparse
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -123,6 +124,15 @@ def search_capacity(
             await close_pools()
 
     return uvloop.run(measure())
+
+
+def add_rate_arguments(parser: argparse.ArgumentParser, step_seconds: float) -> None:
+    """Searches at --fraction of the capacity limit, in steps of --step-seconds: the limit
+    as given (--limit) or measured with --capacity-queries (`limit_rate`)."""
+    parser.add_argument("--fraction", type=float, default=0.5, help="of the capacity limit")
+    parser.add_argument("--step-seconds", type=float, default=step_seconds)
+    parser.add_argument("--capacity-queries", type=int, default=300)
+    parser.add_argument("--limit", type=float, help="searches/s (else measured first)")
 
 
 def limit_rate(

@@ -48,3 +48,9 @@ SEARCH_PRESSURE = "searchsite:search-pressure"
 
 # The embedding sweep's pace (ingestion/pacing.py), for the ops page: while a sweep runs.
 VECTOR_PACE = "searchsite:vector-pace"
+
+
+def views_refreshed(view: str) -> str:
+    """A hash: the listings' change count and the time of the last refresh of the views
+    `view` heads (retrieval/pg/views.py)."""
+    return f"searchsite:views-refreshed:{view}"

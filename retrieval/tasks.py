@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from retrieval.pg import suggestions, vocabulary
+from retrieval.pg import suggestions, views, vocabulary
 from retrieval.warming import run as warming_run
 
 
@@ -12,10 +12,10 @@ def warm_cache(key: str) -> str:
 
 
 @shared_task
-def refresh_vocabulary() -> None:
-    vocabulary.refresh()
+def refresh_vocabulary() -> bool:
+    return views.refresh_if_stale(vocabulary.VIEWS)
 
 
 @shared_task
-def refresh_suggestions() -> None:
-    suggestions.refresh()
+def refresh_suggestions() -> bool:
+    return views.refresh_if_stale((suggestions.VIEW,))

@@ -325,6 +325,10 @@ SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
 # many, and the longest text suggested for. How often the suggested texts are read afresh,
 # SEARCH_SUGGEST_REFRESH_S, is beat's (searchsite/celery.py).
 SEARCH_SUGGEST_DEADLINE_MS = env_float("SEARCH_SUGGEST_DEADLINE_MS", 30.0)
+# Beat refreshes the suggestions and the lexical stage's vocabulary only when a listing
+# changed since their last refresh, or once they are this old (retrieval/pg/views.py): a
+# suggested text's count of listings still counts those that ended since.
+SEARCH_VIEWS_MAX_AGE_S = env_float("SEARCH_VIEWS_MAX_AGE_S", 3600.0)
 # Counts on the filters (retrieval/pg/facets.py): their own budget, within the search's
 # deadline and never past its results; the longest wait for an idle pooled connection;
 # how long counts are kept for the same filters.

@@ -227,7 +227,12 @@ def _fresh_search_state() -> None:
     # The warming queue too: no worker takes it in most tests, and past its bound of
     # waiting tasks a test's own timeout would be dropped as queue-full.
     redis.delete(WARMING_QUEUE)
-    patterns = ("searchsite:breaker:*", "searchsite:results:*", "searchsite:warm*")
+    patterns = (
+        "searchsite:breaker:*",
+        "searchsite:results:*",
+        "searchsite:warm*",
+        "searchsite:views-refreshed:*",
+    )
     for pattern in (*patterns, "searchsite:search-pressure", "searchsite:vector-pace"):
         keys = list(redis.scan_iter(pattern))
         if keys:

@@ -17,16 +17,16 @@ operator a visitor types can reach it.
 
 Invariant: no text is suggested once the last of its listings has ended, as their dates
 stood at the last refresh, however long ago that was. What changed since (a listing added,
-withdrawn or moved) is suggested as it is now from the next refresh on (`refresh`, every
-SEARCH_SUGGEST_REFRESH_S)."""
+withdrawn or moved) is suggested as it is now from the next refresh on (beat's, every
+SEARCH_SUGGEST_REFRESH_S when a listing changed: retrieval/pg/views.py)."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
 from django.utils import timezone
 
 from retrieval.bounds.deadline import Deadline
+from retrieval.pg import views
 from retrieval.pg.statement import SUGGEST_TAG, fetch_with_local_settings
 
 VIEW = "retrieval_suggestion"
@@ -102,6 +102,4 @@ async def suggest(
 
 
 def refresh() -> None:
-    with connection.cursor() as cursor:
-        # CONCURRENTLY: suggestions keep being read from the old contents meanwhile.
-        cursor.execute(f"REFRESH MATERIALIZED VIEW CONCURRENTLY {VIEW}")
+    views.refresh((VIEW,))

@@ -5,13 +5,10 @@ and their average lengths, behind BM25 (retrieval/pg/lexical.py). Words of listi
 since the last refresh are corrected to only after the next one, and weigh as the rarest
 terms until then; they are still found by full-text search at once."""
 
-from django.db import connection
+from retrieval.pg import views
 
 VIEWS = ("retrieval_vocabulary", "retrieval_term_statistics", "retrieval_corpus_statistics")
 
 
 def refresh() -> None:
-    with connection.cursor() as cursor:
-        for view in VIEWS:
-            # CONCURRENTLY: searches keep reading the old contents while the new ones build.
-            cursor.execute(f"REFRESH MATERIALIZED VIEW CONCURRENTLY {view}")
+    views.refresh(VIEWS)
