@@ -6,10 +6,10 @@ be stale.
 searches go on reading it meanwhile, and costs the same whatever changed: at 100,000
 listings about 1.9 s for the vocabulary and statistics and 1.6-2.4 s for the suggestions.
 Beside searches at half the capacity limit, the ten seconds that held one such refresh
-with Postgres' parallel workers had a p99 several times the quiet steps' and up to 11 % of
-the searches falling back; on one core, within a fifth of them (docs/reliability.md,
-"Refreshing the views beside searches"). So a refresh runs without parallel workers,
-leaving the other core to searches.
+with Postgres' parallel workers had a p99 about 6.5 times the plain steps', with 9-11 % of
+the searches falling back and some turned away; on one core, about 1.6 times and none
+falling back at the median (docs/reliability.md, "Refreshing the views beside searches").
+So a refresh runs without parallel workers, leaving the other core to searches.
 
 Most of a help-center's minutes change no listing, and beat refreshed the suggestions
 every minute and the vocabulary every five regardless. So beat asks first whether any
