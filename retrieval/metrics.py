@@ -59,6 +59,18 @@ FACETS = Counter("retrieval_facets", "Counts on the filters, per search", ["outc
 SUGGEST_SECONDS = Histogram(
     "retrieval_suggest_seconds", "Time to answer a suggestion request", buckets=LATENCY_BUCKETS
 )
+# Beat's rounds over the views searches read (retrieval/pg/views.py), by the views' first
+# (retrieval_vocabulary, retrieval_suggestion) and whether they were refreshed or left
+# unchanged, and how long the refreshes took: seconds of Postgres work beside searches.
+VIEW_ROUNDS = Counter(
+    "retrieval_view_rounds", "Beat's rounds over the views searches read", ["views", "outcome"]
+)
+VIEW_REFRESH_SECONDS = Histogram(
+    "retrieval_view_refresh_seconds",
+    "Time beat's refresh of the views searches read took",
+    ["views"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64),
+)
 COMPLETED = Counter(
     "retrieval_completed", "Searches answered", ["mode", "degraded", "query_class", "generation"]
 )

@@ -32,6 +32,7 @@ from django.db import connection, transaction
 
 from resilience import redis_keys
 from resilience.redis_clients import fast_redis
+from retrieval import metrics
 
 _CHANGES = """
 SELECT n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables
@@ -73,8 +74,11 @@ def refresh_if_stale(
         and int(last[b"changes"]) == seen_changes
         and now - float(last[b"at"]) < settings.SEARCH_VIEWS_MAX_AGE_S
     ):
+        metrics.VIEW_ROUNDS.labels(views[0], "unchanged").inc()
         return False
-    refresh(views)
+    with metrics.VIEW_REFRESH_SECONDS.labels(views[0]).time():
+        refresh(views)
+    metrics.VIEW_ROUNDS.labels(views[0], "refreshed").inc()
     # Unrecorded, the next round refreshes again: a cost, never a stale view.
     with contextlib.suppress(redis.RedisError):
         fast_redis().hset(key, mapping={"changes": seen_changes, "at": now})

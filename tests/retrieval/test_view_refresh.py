@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
 
 from ingestion.models import Listing
@@ -51,13 +52,26 @@ def test_the_views_are_refreshed_after_a_listing_changed_or_once_they_are_old(
     assert stale()  # as old as the longest age allows
 
 
+def rounds(views: str, outcome: str) -> float:
+    labels = {"views": views, "outcome": outcome}
+    return REGISTRY.get_sample_value("retrieval_view_rounds_total", labels) or 0.0
+
+
 @pytest.mark.django_db
 def test_each_kind_of_view_keeps_its_own_record_of_its_last_refresh() -> None:
+    before = {
+        (views, outcome): rounds(views, outcome)
+        for views in ("retrieval_vocabulary", "retrieval_suggestion")
+        for outcome in ("refreshed", "unchanged")
+    }
     assert refresh_vocabulary()
     assert refresh_suggestions()  # not answered by the vocabulary's record
     # Nothing changed in between, and Postgres counted no change since either.
     assert not refresh_vocabulary()
     assert not refresh_suggestions()
+    # Each round counted for ops, by its views and outcome.
+    counted = {key: rounds(*key) - count for key, count in before.items()}
+    assert counted == dict.fromkeys(before, 1.0)
 
 
 @pytest.mark.django_db(transaction=True)
