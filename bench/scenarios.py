@@ -246,7 +246,7 @@ class Runner:
                     enough = number >= (count or self.args.steps)
                     if enough and (until is None or until()):
                         break
-                    if time.monotonic() - started > self.args.burst_limit_s:
+                    if until is not None and time.monotonic() - started > self.args.burst_limit_s:
                         break
                     one = [(f"{name}.{number}", rate)]
                     done += await steps(

@@ -67,7 +67,6 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 < args.fraction <= 1 or not 0 < args.pairs <= 50:
         parser.error("--fraction in (0, 1] and --pairs from 1 to 50")
-    args.steps, args.burst_limit_s = 1, float("inf")  # what Runner reads of a scenario
     with running(args.data_dir), ExitStack() as stack:
         from django.conf import settings
         from django.db import connection

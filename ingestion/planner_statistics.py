@@ -43,6 +43,6 @@ def analyse_if_outgrown(added: int) -> None:
     is not waited for."""
     with connection.cursor() as cursor:
         cursor.execute(_OUTGROWN, {"tables": list(TABLES), "added": added, "least": MIN_CHANGED})
-        outgrown = [table for (table,) in cursor.fetchall() if table in TABLES]
+        outgrown = [connection.ops.quote_name(table) for (table,) in cursor.fetchall()]
         if outgrown:
             cursor.execute(f"ANALYZE (SKIP_LOCKED) {', '.join(outgrown)}")
