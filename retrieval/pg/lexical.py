@@ -67,6 +67,21 @@ PER_TERM = 250
 # that lacks every rarer term into the top k anyway; it still counts in the scores. On
 # Cranfield dev, 0.2 kept recall@10 at 0.409 (0.1: 0.398, 0.05: 0.377).
 GENERATOR_SHARE = 0.2
+# A query whose terms are in a large share s of the titles ("drop-in", "tour") fills its
+# pool of title matches after reading about POOL / s listings in the table's order, where
+# the GIN index reads every match first: 485,000 entries, 74 ms, for "drop" at 1,000,000
+# listings. Reading a listing and matching its title cost about as much as SEQUENTIAL_COST
+# entries of the index (1 µs against 90 ns there), so the table is read in order when
+# POOL / s x SEQUENTIAL_COST is less than the entries the index would read, s the terms'
+# shares of titles multiplied (the term statistics count titles too). The index skips
+# through the commoner terms' entries to the rarer's: it reads about the rarest term's
+# entries times the terms (measured: "church drop" as 244,000, "architecture tour" as
+# 64,000 entries of a single term). Either way the pool is the first matches in the table's
+# order. Reading stops after READ_FACTOR times the rows expected (terms that appear
+# together less often than apart, a filter that passes few, statistics out of date), and
+# then the index reads the pool.
+SEQUENTIAL_COST = 11
+READ_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -100,7 +115,7 @@ corpus AS MATERIALIZED (
 terms AS MATERIALIZED (
     -- A term repeated in the query counts as often as it is repeated (as in Lucene):
     -- long questions repeat what they are about (CISI nDCG@10 0.313 -> 0.365).
-    SELECT t.word, t.lexeme::tsquery AS tsq, i.idf,
+    SELECT t.word, t.lexeme::tsquery AS tsq, i.idf, coalesce(s.titles_with_term, 0) AS titles,
            t.repeats * i.idf * ({k1}::float8 + 1) AS weight,
            f.df <= greatest({generator_share} * corpus.documents, {per_term}) AS generates
     FROM (SELECT u.lexeme AS word, quote_literal(u.lexeme) AS lexeme,
@@ -116,14 +131,42 @@ terms AS MATERIALIZED (
     ORDER BY i.idf DESC, t.word
     LIMIT {max_terms}
 ),
+common AS MATERIALIZED (
+    -- The share of titles expected to match every term (as if independent), and
+    -- whether reading the table in order finds a pool of them for less than the index
+    -- would cost: see SEQUENTIAL_COST.
+    -- Divided by the share only where it is large enough to be chosen.
+    SELECT yes, CASE WHEN yes THEN ceil({read_factor} * %(pool)s / share)::bigint END AS reads
+    FROM (SELECT coalesce(share * entries > %(pool)s * {sequential_cost}::float8, false) AS yes,
+                 share
+    -- exp() of below -708 is an error in float8 (underflow), not 0.
+    FROM (SELECT exp(greatest(-700, sum(ln(
+                     least(1, greatest(terms.titles, 0.5) / greatest(corpus.documents, 1))))))
+                     AS share, min(terms.titles) * count(*) AS entries
+          FROM terms, corpus) AS expected) AS chosen
+),
+title_read AS MATERIALIZED (
+    -- The title matches in the table's order, read without the index (ts_match_vq is
+    -- what @@ calls; called by name, no index can serve it), at most `reads` rows.
+    SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+    FROM (SELECT * FROM ingestion_listing
+          WHERE (SELECT yes FROM common) LIMIT (SELECT reads FROM common)) AS l, q
+    WHERE ts_match_vq(l.title_vector, q.tsq) AND l.status = 'active'
+      AND l.audience = %(audience)s{filters}
+    LIMIT %(pool)s
+),
 matching AS MATERIALIZED (
     -- Each listing's BM25 length factor is worked out once (a subquery), then scored.
+    -- The title matches: read in order where that filled the pool, else from the index.
     (SELECT l.id, {score_l} AS score, l.starts_at
-     FROM (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
-           FROM ingestion_listing l, q
-           WHERE l.title_vector @@ q.tsq AND l.status = 'active'
-             AND l.audience = %(audience)s{filters}
-           LIMIT %(pool)s) AS l)
+     FROM (SELECT * FROM title_read WHERE (SELECT count(*) FROM title_read) >= %(pool)s
+           UNION ALL
+           (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+            FROM ingestion_listing l, q
+            WHERE (SELECT count(*) FROM title_read) < %(pool)s
+              AND l.title_vector @@ q.tsq AND l.status = 'active'
+              AND l.audience = %(audience)s{filters}
+            LIMIT %(pool)s)) AS l)
     UNION ALL
     (SELECT l.id, {score_l}, l.starts_at
      FROM (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
@@ -235,6 +278,8 @@ def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[st
             generators=GENERATORS,
             per_term=PER_TERM,
             generator_share=GENERATOR_SHARE,
+            sequential_cost=SEQUENTIAL_COST,
+            read_factor=READ_FACTOR,
             k1=ranking.k1,
             average_length=_weighted(ranking, "c.average_lengths"),
             score_l=_score(weights),
@@ -352,7 +397,14 @@ class PgLexicalIndex:
             # The statement's plan shape never depends on the text, but with partial
             # matches Postgres judged a generic plan dearer than a custom one and planned
             # every execution again (0.46 ms of a 2.7 ms median at 100,000 listings).
-            local={"plan_cache_mode": "force_generic_plan"},
+            # The table read in order must start at its first page every time, and alone:
+            # a scan joining another under way, or split among workers, would find
+            # another pool for the same query.
+            local={
+                "plan_cache_mode": "force_generic_plan",
+                "synchronize_seqscans": "off",
+                "max_parallel_workers_per_gather": "0",
+            },
             prepared=prepared,
         )
         return [Candidate(int(row[0]), float(row[1])) for row in rows]
