@@ -6,7 +6,9 @@ Candidates, read only through the full-text indexes:
 1. Listings matching the query as typed (websearch_to_tsquery: every term, phrases and
    negations as written): those whose *title* matches first (the likeliest answers), then
    matches anywhere, up to POOL in all, as one lazy `UNION ALL ... LIMIT`: when titles
-   alone fill it, the whole-text index is never scanned.
+   alone fill it, the whole-text index is never scanned. The title matches are the first
+   in the table's order, read from the table itself where the terms are common enough
+   for that to cost less than the index's whole list of them (SEQUENTIAL_COST).
 2. Only when those are fewer than a page (k), and the query has no phrase or negation of
    its own (retrieval.query.parse.requires_every_term): listings matching *some* terms,
    read per term, rarest first and at most PER_TERM each. Requiring every term found
