@@ -298,7 +298,11 @@ class FilteredFigures(TypedDict):
 
 
 async def filtered_vector(
-    qs: list[str], embeddings: Embeddings, generation: int, limit: int
+    qs: list[str],
+    embeddings: Embeddings,
+    generation: int,
+    limit: int,
+    shares: tuple[float, ...] = SELECTIVITIES,
 ) -> list[FilteredFigures]:
     """The vector stage with a date window matching each share of listings: its time, and
     its recall@10 against an exact ranking of every listing the window matches."""
@@ -313,7 +317,7 @@ async def filtered_vector(
 
     start = datetime.fromisoformat(DATED_FROM)
     figures: list[FilteredFigures] = []
-    for share in SELECTIVITIES:
+    for share in shares:
         end = start + timedelta(days=DATED_DAYS * share)
         dates = DateFilter(start, end, not_ended=False, ended=False, undated=False)
         filters = SearchFilters(dates=dates)

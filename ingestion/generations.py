@@ -25,11 +25,8 @@ if TYPE_CHECKING:
 TEXT_PIPELINE_VERSION = 1
 
 
-def hnsw_index_name(generation: IndexGeneration) -> str:
-    return _hnsw_index_name(generation.pk)
-
-
-def _hnsw_index_name(generation_id: int) -> str:
+def hnsw_index_name(generation: IndexGeneration | int) -> str:
+    generation_id = generation if isinstance(generation, int) else generation.pk
     return f"listing_embedding_hnsw_g{int(generation_id)}"
 
 
@@ -45,7 +42,7 @@ def hnsw_index_sql(
     kind = IndexGeneration.VectorType(vector_type).value
     return (
         f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
-        f"{_hnsw_index_name(generation_id)} "
+        f"{hnsw_index_name(generation_id)} "
         f"ON ingestion_listing_embedding "
         f"USING hnsw ((embedding::{kind}({int(dimensions)})) {kind}_cosine_ops) "
         f"WITH (m = {int(settings.SEARCH_HNSW_M)}, "

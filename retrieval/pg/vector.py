@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from django.conf import settings
 
+from ingestion.generations import hnsw_index_name
 from retrieval.bounds.deadline import Deadline
 from retrieval.pg.generation import vector_type
 from retrieval.pg.statement import VECTOR_TAG, fetch_with_local_settings
@@ -52,24 +53,25 @@ SELECT listing_id, distance FROM (
     LIMIT %(limit)s) AS nearest
 ORDER BY distance, starts_at NULLS LAST, listing_id
 """
-# A filtered search first counts, up to EXACT_MAX, the listings that pass (on the
+# A filtered search first counts, up to a bound, the listings that pass (on the
 # embeddings' own index of their dates, or the listings' indexes for venue and kind).
-# Fewer than that are few enough to rank exactly, by distance, every one of them; more,
-# and the HNSW index scan reads on in distance order (pgvector's iterative scan) until
-# `limit` rows pass, which at a share s of listings takes some limit / s rows. Both cost
-# about the same near s = 2 % of 100,000 listings (docs/benchmarks.md).
+# Fewer than that are few enough to rank exactly, by distance, every one of them, read
+# again by the same index; more, and the HNSW index scan reads on in distance order
+# (pgvector's iterative scan) until `limit` rows pass. Of N vectors, n passing cost about
+# n to rank and limit x N / n graph rows to find, each of those GRAPH_COST times a ranked
+# row: the two meet at n = sqrt(GRAPH_COST x limit x N), the bound (at least EXACT_MIN).
+# N is the planner's count of the generation's HNSW index, kept by (auto)analyze.
 _FILTERED = """
 WITH q AS MATERIALIZED (SELECT %(embedding)s::vector({dims}) AS v),
-passing AS MATERIALIZED ({passing} LIMIT {exact_max}),
-few AS MATERIALIZED (SELECT count(*) < {exact_max} AS yes FROM passing),
+bound AS MATERIALIZED (
+    -- reltuples is -1 for an index no (auto)analyze has counted yet.
+    SELECT greatest({exact_min}, sqrt({graph_cost} * %(limit)s * greatest(0, (
+        SELECT reltuples FROM pg_class WHERE oid = to_regclass('{index}')))))::bigint AS n),
+passing AS MATERIALIZED ({passing} LIMIT (SELECT n FROM bound)),
+few AS MATERIALIZED (SELECT count(*) < (SELECT n FROM bound) AS yes FROM passing),
 exact AS (
     -- OFFSET 0 keeps the sort above the passing rows: never the HNSW index.
-    SELECT listing_id, starts_at, distance FROM (
-        SELECT e.listing_id, {next_start} AS starts_at,
-               e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance
-        FROM passing p JOIN ingestion_listing_embedding e
-          ON e.listing_id = p.id AND e.generation_id = {generation}
-        WHERE (SELECT yes FROM few)
+    SELECT listing_id, starts_at, distance FROM ({ranked} AND (SELECT yes FROM few)
         OFFSET 0) AS exactly
     ORDER BY distance
     LIMIT %(limit)s
@@ -88,8 +90,11 @@ SELECT listing_id, distance FROM (
     SELECT listing_id, starts_at, distance FROM near) AS found
 ORDER BY distance, starts_at NULLS LAST, listing_id
 """
+# What the exact branch reads of each passing row.
+_RANKED = """e.listing_id, {next_start} AS starts_at,
+           e.embedding::vector({dims}) <=> (SELECT v FROM q) AS distance"""
 _PASSING_BY_DATES = """
-    SELECT e.listing_id AS id FROM ingestion_listing_embedding e
+    SELECT {columns} FROM ingestion_listing_embedding e
     WHERE e.generation_id = {generation}{window}{filters}"""
 # The window as ingestion/migrations/0007 indexes it (undated rows, an unbounded range,
 # are left out by `filters`).
@@ -97,17 +102,20 @@ _WINDOW = """
       AND tstzrange(least(e.starts_at, e.current_until), greatest(e.starts_at, e.current_until),
                     '[]') && tstzrange({lower}, {upper}, '[)')"""
 _PASSING_BY_LISTING = """
-    SELECT l.id FROM ingestion_listing l
+    SELECT {columns} FROM ingestion_listing l
     JOIN ingestion_listing_embedding e ON e.listing_id = l.id AND e.generation_id = {generation}
     WHERE l.status = 'active'{filters}"""
-EXACT_MAX = 2000
+# Measured with bench/filtered_vector.py (docs/benchmarks.md): the exact ranking and the
+# graph's scan cost the same near 5 % of 100,000 listings with the stage's limit of 50.
+GRAPH_COST = 5
+EXACT_MIN = 2000
 # Without an iterative scan, HNSW yields its ef_search nearest and the rows deleted since
 # the index last was vacuumed are dropped from them: fewer than `limit` rows although more
 # listings exist. Strict order keeps the distances sorted; the tuples it may read on are
 # bounded, and so is its time by the statement's timeout.
 _MAX_SCAN_TUPLES = 5000
-# A filter that passes EXACT_MAX listings or more passes 2 % of 100,000: an index scan
-# finds `limit` (50 for 10 results) of them in about 2,500 rows.
+# A filter that the graph serves passes 1.6 % or more of 1,000,000 listings: an index
+# scan finds `limit` (50 for 10 results) of them in about 3,200 rows.
 _FILTERED_SCAN_TUPLES = 20_000
 
 
@@ -133,7 +141,10 @@ def _statement(dims: int, kind: str, generation: int, of: Shape) -> tuple[str, d
         kind=kind,
         generation=generation,
         passing=passing(generation, of),
-        exact_max=EXACT_MAX,
+        ranked=passing(generation, of, _RANKED.format(next_start=next_start(of, "e"), dims=dims)),
+        exact_min=EXACT_MIN,
+        graph_cost=GRAPH_COST,
+        index=hnsw_index_name(generation),
         join=" JOIN ingestion_listing l ON l.id = e.listing_id" if joined else "",
         near_filters=conditions(of, "l" if joined else "e"),
         next_start=next_start(of, "e"),
@@ -146,19 +157,21 @@ def _statement(dims: int, kind: str, generation: int, of: Shape) -> tuple[str, d
     }
     if not joined:
         # A bitmap of the window's rows is built whole before the count's LIMIT applies
-        # (50,000 rows for half the listings); an index scan stops at EXACT_MAX.
+        # (50,000 rows for half the listings); an index scan stops at the bound.
         local["enable_bitmapscan"] = "off"
     return statement, local
 
 
-def passing(generation: int, of: Shape) -> str:
+def passing(generation: int, of: Shape, columns: str = "e.listing_id AS id") -> str:
     """The ids of the listings a filtered search of `generation` ranks: its listings that
     pass the filter (also what the facets count, retrieval/pg/facets.py). Dates are on the
     embeddings too; only venue and kind need the listing itself."""
     if needs_listing(of):
-        return _PASSING_BY_LISTING.format(generation=generation, filters=conditions(of, "l"))
+        return _PASSING_BY_LISTING.format(
+            columns=columns, generation=generation, filters=conditions(of, "l")
+        )
     return _PASSING_BY_DATES.format(
-        generation=generation, window=_window(of), filters=conditions(of, "e")
+        columns=columns, generation=generation, window=_window(of), filters=conditions(of, "e")
     )
 
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -25,8 +26,10 @@ from retrieval import service
 from retrieval.bounds.deadline import Deadline
 from retrieval.cache import cache_key
 from retrieval.pg import vector as pg_vector
-from retrieval.pg.pool import get_pool
-from retrieval.pg.vector import PgVectorIndex
+from retrieval.pg.generation import vector_type
+from retrieval.pg.pool import connection, get_pool
+from retrieval.pg.vector import PgVectorIndex, vector_text
+from retrieval.query.filters import parameters, shape
 from retrieval.query.parse import parse_query
 from retrieval.types import DateFilter, SearchFilters
 from tests.conftest import first_search_answered
@@ -202,8 +205,9 @@ async def test_a_selective_filter_still_fills_the_vector_stage(listed: dict[str,
 @pytest.fixture
 def index_scans_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No filter passes few enough listings to rank exactly: every filtered search reads
-    on through the HNSW index (what a filter passing 2 % or more of many listings does)."""
-    monkeypatch.setattr(pg_vector, "EXACT_MAX", 0)
+    on through the HNSW index (what a filter passing 5 % or more of 100,000 listings does)."""
+    monkeypatch.setattr(pg_vector, "EXACT_MIN", 0)
+    monkeypatch.setattr(pg_vector, "GRAPH_COST", 0)
     pg_vector._statement.cache_clear()
     yield
     pg_vector._statement.cache_clear()
@@ -223,6 +227,60 @@ async def test_the_index_scan_reads_on_to_what_passes_the_filter(listed: dict[st
         embedding, generation, 5, Deadline.after(1000), SearchFilters(dates=past)
     )
     assert [c.listing_id for c in ended] == [listed["past"]]
+
+
+async def _ranked_exactly(generation: int, filters: SearchFilters, limit: int) -> bool:
+    """Whether the stage's statement for `filters` ranked what passes exactly: its exact
+    branch read the embeddings, and the branch reading on in distance order did not."""
+    embedding = np.asarray(get_embedder().embed_query("pottery"), dtype=np.float32)
+    kind = await vector_type(generation, Deadline.after(1000))
+    statement, local = pg_vector._statement(DIMENSIONS, kind, generation, shape(filters))
+    params = {"embedding": vector_text(embedding), "limit": limit, **parameters(filters)}
+    async with connection(1) as conn, conn.transaction():
+        cursor = psycopg.AsyncClientCursor(conn)
+        for name, value in local.items():
+            await cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
+        await cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
+        (document,) = await cursor.fetchone() or ("[]",)
+    (top,) = json.loads(document) if isinstance(document, str) else document
+    read = {
+        branch["Alias"]: any(
+            node.get("Relation Name") == "ingestion_listing_embedding" and node["Actual Loops"]
+            for node in _nodes(branch)
+        )
+        for branch in _nodes(top["Plan"])
+        if branch.get("Alias") in ("exact", "near")
+    }
+    assert read["exact"] != read["near"], read
+    return read["exact"]
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+async def test_the_exact_bound_grows_with_the_limit_and_the_vectors(
+    listed: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no floor, what passes is ranked exactly below sqrt(GRAPH_COST x limit x N), N the
+    vectors the planner counted in the generation's index (six, analysed here). Wigmore
+    Hall's upcoming listings (three or four pass) against sqrt(1 x 1 x 6), about 2: the
+    graph reads on; against sqrt(1 x 10 x 6), about 8: ranked exactly."""
+    monkeypatch.setattr(pg_vector, "EXACT_MIN", 0)
+    monkeypatch.setattr(pg_vector, "GRAPH_COST", 1)
+    pg_vector._statement.cache_clear()
+    generation = await service.searchable_generation_id(Deadline.after(1000))
+    assert generation is not None
+    async with connection(5) as conn:
+        await conn.execute("ANALYZE ingestion_listing_embedding")
+    filters = SearchFilters(venue="wigmore hall")
+    try:
+        assert not await _ranked_exactly(generation, filters, 1)
+        assert await _ranked_exactly(generation, filters, 10)
+    finally:
+        pg_vector._statement.cache_clear()
 
 
 @pytest.mark.parametrize(
