@@ -295,6 +295,7 @@ class FilteredFigures(TypedDict):
     share: float  # of listings the filter matches, measured
     recall: float
     latency: list[float]
+    missed: int  # searches that took longer than a second, counted as finding nothing
 
 
 async def filtered_vector(
@@ -313,7 +314,7 @@ async def filtered_vector(
     from retrieval.bounds.deadline import Deadline
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import PgVectorIndex
-    from retrieval.types import DateFilter, SearchFilters
+    from retrieval.types import DateFilter, SearchFilters, StageTimeoutError
 
     start = datetime.fromisoformat(DATED_FROM)
     figures: list[FilteredFigures] = []
@@ -334,18 +335,26 @@ async def filtered_vector(
         ids = np.array([row[0] for row in rows])
         matrix = np.array([np.fromstring(row[1][1:-1], sep=",") for row in rows], np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-        found, latency = [], []
+        found, latency, missed = [], [], 0
         for q in qs:
             embedding = np.asarray(embeddings[q], dtype=np.float32)
             exact = set(ids[np.argsort(-(matrix @ embedding))[:10]].tolist())
             began = time.perf_counter()
-            candidates = await PgVectorIndex().search(
-                embedding, generation, limit, Deadline.after(1000), filters
-            )
+            try:
+                candidates = await PgVectorIndex().search(
+                    embedding, generation, limit, Deadline.after(1000), filters
+                )
+            except StageTimeoutError:  # a graph read from disk, cold, can take that long
+                candidates, missed = [], missed + 1
             latency.append((time.perf_counter() - began) * 1000)
             found.append(len(exact & {c.listing_id for c in candidates[:10]}) / len(exact))
         figures.append(
-            {"share": len(rows) / total, "recall": sum(found) / len(found), "latency": latency}
+            {
+                "share": len(rows) / total,
+                "recall": sum(found) / len(found),
+                "latency": latency,
+                "missed": missed,
+            }
         )
     return figures
 
@@ -595,7 +604,7 @@ def main() -> None:
             print(
                 f"vector stage, {f['share']:5.1%} filter {ms(f['latency'])}  recall@10 "
                 f"{f['recall']:.3f} against an exact filtered scan (target >= 0.85, p99 <= "
-                f"{settings.SEARCH_VECTOR_BUDGET_MS:.0f} ms)"
+                f"{settings.SEARCH_VECTOR_BUDGET_MS:.0f} ms); {f['missed']} over a second"
             )
 
 
