@@ -138,43 +138,42 @@ common AS MATERIALIZED (
     -- whether reading the table in order finds a pool of them for less than the index
     -- would cost: see SEQUENTIAL_COST.
     -- Divided by the share only where it is large enough to be chosen.
-    SELECT yes, CASE WHEN yes THEN ceil({read_factor} * %(pool)s / share)::bigint END AS reads
-    FROM (SELECT coalesce(share * entries > %(pool)s * {sequential_cost}::float8, false) AS yes,
-                 share
+    SELECT chosen.yes,
+           CASE WHEN chosen.yes THEN ceil({read_factor} * %(pool)s / share)::bigint END AS reads
     -- exp() of below -708 is an error in float8 (underflow), not 0.
     FROM (SELECT exp(greatest(-700, sum(ln(
                      least(1, greatest(terms.titles, 0.5) / greatest(corpus.documents, 1))))))
                      AS share, min(terms.titles) * count(*) AS entries
-          FROM terms, corpus) AS expected) AS chosen
+          FROM terms, corpus) AS expected
+    CROSS JOIN LATERAL (
+        SELECT coalesce(share * entries > %(pool)s * {sequential_cost}::float8, false) AS yes
+    ) AS chosen
 ),
 title_read AS MATERIALIZED (
     -- The title matches in the table's order, read without the index (ts_match_vq is
     -- what @@ calls; called by name, no index can serve it), at most `reads` rows.
-    SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+    SELECT {candidate}
     FROM (SELECT * FROM ingestion_listing
           WHERE (SELECT yes FROM common) LIMIT (SELECT reads FROM common)) AS l, q
-    WHERE ts_match_vq(l.title_vector, q.tsq) AND l.status = 'active'
-      AND l.audience = %(audience)s{filters}
+    WHERE ts_match_vq(l.title_vector, q.tsq){showable}
     LIMIT %(pool)s
 ),
+read_enough AS MATERIALIZED (SELECT count(*) >= %(pool)s AS yes FROM title_read),
 matching AS MATERIALIZED (
     -- Each listing's BM25 length factor is worked out once (a subquery), then scored.
     -- The title matches: read in order where that filled the pool, else from the index.
     (SELECT l.id, {score_l} AS score, l.starts_at
-     FROM (SELECT * FROM title_read WHERE (SELECT count(*) FROM title_read) >= %(pool)s
+     FROM (SELECT * FROM title_read WHERE (SELECT yes FROM read_enough)
            UNION ALL
-           (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+           (SELECT {candidate}
             FROM ingestion_listing l, q
-            WHERE (SELECT count(*) FROM title_read) < %(pool)s
-              AND l.title_vector @@ q.tsq AND l.status = 'active'
-              AND l.audience = %(audience)s{filters}
+            WHERE NOT (SELECT yes FROM read_enough) AND l.title_vector @@ q.tsq{showable}
             LIMIT %(pool)s)) AS l)
     UNION ALL
     (SELECT l.id, {score_l}, l.starts_at
-     FROM (SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+     FROM (SELECT {candidate}
            FROM ingestion_listing l, q
-           WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq
-             AND l.status = 'active' AND l.audience = %(audience)s{filters}
+           WHERE l.search_vector @@ q.tsq AND NOT l.title_vector @@ q.tsq{showable}
            LIMIT %(pool)s) AS l)
     LIMIT %(pool)s
 ),
@@ -186,10 +185,10 @@ found AS (
           UNION ALL (SELECT tsq FROM terms ORDER BY idf DESC LIMIT 1)) AS t
     CROSS JOIN q
     CROSS JOIN LATERAL (
-        SELECT l.id, l.search_vector, {k} AS k, {next_start} AS starts_at
+        SELECT {candidate}
         FROM ingestion_listing l
-        WHERE l.search_vector @@ t.tsq AND coalesce(NOT l.search_vector @@ q.excluded, true)
-          AND l.status = 'active' AND l.audience = %(audience)s{filters}
+        WHERE l.search_vector @@ t.tsq
+          AND coalesce(NOT l.search_vector @@ q.excluded, true){showable}
         LIMIT {per_term}) AS found
     -- One-time filter: with a page of full matches, no term's index is read at all.
     WHERE (SELECT count(*) FROM matching) < %(relax_below)s
@@ -227,6 +226,10 @@ _REST = (
     " FROM (SELECT * FROM terms ORDER BY idf DESC, word OFFSET {slots}) AS t) ELSE 0 END"
 )
 
+
+# What each arm reads of a listing it finds, and the conditions it must meet to be shown.
+_CANDIDATE = "l.id, l.search_vector, {k} AS k, {next_start} AS starts_at"
+_SHOWABLE = " AND l.status = 'active' AND l.audience = %(audience)s{filters}"
 
 _WEBSEARCH = "websearch_to_tsquery('english', %(text)s)"
 # Corrected words may each be wrong; any of them matching is enough.
@@ -285,12 +288,11 @@ def statements(ranking: Ranking = RANKING, of: Shape = DEFAULT_SHAPE) -> dict[st
             k1=ranking.k1,
             average_length=_weighted(ranking, "c.average_lengths"),
             score_l=_score(weights),
-            k=_length_factor(ranking),
+            candidate=_CANDIDATE.format(k=_length_factor(ranking), next_start=next_start(of)),
+            showable=_SHOWABLE.format(filters=conditions(of)),
             tiers="every_term DESC, "
             if ranking.every_term_first
             else "(every_term AND %(exact_first)s) DESC, ",
-            filters=conditions(of),
-            next_start=next_start(of),
         )
         for tsquery in (_WEBSEARCH, _ANY_OF)
     }
