@@ -15,7 +15,6 @@ from django.db import connection, transaction
 from django.db.models import F, Func, IntegerField, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from ingestion.backend_priority import idle_backend
 from ingestion.models import Audience, IndexGeneration, Listing, ListingEmbedding
 
 if TYPE_CHECKING:
@@ -101,29 +100,20 @@ def copy_build(source: IndexGeneration) -> IndexGeneration:
         )
         with connection.cursor() as cursor:
             cursor.execute(_COPY_VECTORS, {"into": generation.pk, "source": source.pk})
-    # Searches go on meanwhile: the graph is built by this backend alone (Postgres'
-    # default gives it two parallel workers more, three processes on two cores), so it
-    # takes longer and leaves the other cores to them; on this host, only the cores they
-    # leave idle (ingestion/backend_priority.py).
-    idle = settings.GENERATION_BUILD_IDLE and idle_backend(connection)
-    try:
-        with connection.cursor() as cursor:
-            workers = int(settings.GENERATION_BUILD_PARALLEL_WORKERS)
-            cursor.execute(f"SET max_parallel_maintenance_workers = {workers}")
-            try:
-                cursor.execute(
-                    hnsw_index_sql(
-                        generation.pk,
-                        generation.dimensions,
-                        generation.vector_type,
-                        concurrently=True,
-                    )
+    with connection.cursor() as cursor:
+        # Searches go on meanwhile: the graph is built by this backend alone (Postgres'
+        # default gives it two parallel workers more, three processes on two cores), so it
+        # takes longer and leaves the other cores to them.
+        workers = int(settings.GENERATION_BUILD_PARALLEL_WORKERS)
+        cursor.execute(f"SET max_parallel_maintenance_workers = {workers}")
+        try:
+            cursor.execute(
+                hnsw_index_sql(
+                    generation.pk, generation.dimensions, generation.vector_type, concurrently=True
                 )
-            finally:
-                cursor.execute("RESET max_parallel_maintenance_workers")
-    finally:
-        if idle:
-            connection.close()  # its backend cannot leave the class: no other work for it
+            )
+        finally:
+            cursor.execute("RESET max_parallel_maintenance_workers")
     return generation
 
 

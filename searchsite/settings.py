@@ -319,9 +319,6 @@ SEARCH_VECTOR_TYPE = env_choice("SEARCH_VECTOR_TYPE", "halfvec", ("halfvec", "ve
 # Parallel workers beside the backend that builds a copied generation's index while
 # searches run (ingestion/generations.py's copy_build): none, so the build takes one core.
 GENERATION_BUILD_PARALLEL_WORKERS = env_int("GENERATION_BUILD_PARALLEL_WORKERS", 0)
-# That backend in Linux's SCHED_IDLE class, where the server is a process of this host
-# (ingestion/backend_priority.py): it builds on the cores searches leave idle.
-GENERATION_BUILD_IDLE = env_bool("GENERATION_BUILD_IDLE", True)
 SEARCH_MAX_QUERY_CHARS = env_int("SEARCH_MAX_QUERY_CHARS", 200)
 # Suggestions as a visitor types (GET /api/suggest, retrieval/pg/suggestions.py): a deadline
 # of their own, far under a search's (a keystroke's answer is stale by the next one), how

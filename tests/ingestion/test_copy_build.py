@@ -2,18 +2,13 @@
 --copy`): a new index (here halfvec over a vector generation) with no text sent to the
 model, completed by the sweep like any build."""
 
-import os
-import socket
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from ingestion import backend_priority, generations, indexing
+from ingestion import generations, indexing
 from ingestion.embedding import DIMENSIONS, MODEL_NAME, Embedder
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import IndexGeneration, ListingEmbedding
@@ -78,60 +73,3 @@ def test_a_retired_generation_is_no_source(model: TextVectors) -> None:
     generations.retire(retired)
     with pytest.raises(ValueError, match="no vectors"):
         generations.copy_build(retired)
-
-
-def _listings_embedded() -> IndexGeneration:
-    with transaction.atomic():
-        feed = source("a venue")
-        for title in ("Organ recital", "Jazz night"):
-            apply_draft(feed, draft(title, title=title), timezone.now())
-    embed_pending_batch()
-    active = generations.active_generation()
-    assert active is not None
-    return active
-
-
-def _build_classes(active: IndexGeneration) -> list[int]:
-    """The scheduling class of the backend that ran each CREATE INDEX of a copy build."""
-    classes = []
-
-    def observe(
-        execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
-    ) -> Any:
-        if sql.startswith("CREATE INDEX"):
-            pid = context["connection"].connection.info.backend_pid
-            classes.append(os.sched_getscheduler(pid))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(observe):
-        generations.copy_build(active)
-    return classes
-
-
-@pytest.mark.usefixtures("model")
-def test_the_graph_is_built_on_the_cores_searches_leave_idle() -> None:
-    """Its backend in SCHED_IDLE while it builds, and never used again: a new one serves
-    the next statement. Without the setting, the build keeps its class."""
-    active = _listings_embedded()
-    connection.ensure_connection()
-    if backend_priority._peer_process(connection.connection.pgconn.socket) == 0:
-        pytest.skip("the test database is not a process of this host over a Unix socket")
-    built_by = connection.connection.info.backend_pid
-
-    assert _build_classes(active) == [os.SCHED_IDLE]
-
-    connection.ensure_connection()
-    assert connection.connection.info.backend_pid != built_by
-    with override_settings(GENERATION_BUILD_IDLE=False):
-        assert _build_classes(active) == [os.SCHED_OTHER]
-
-
-def test_only_a_unix_sockets_peer_is_named() -> None:
-    """The process at the other end of a Unix socket is named as this host numbers it; a
-    TCP peer is not named at all (it may be another host's)."""
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        assert backend_priority._peer_process(ours.fileno()) == os.getpid()
-    server = socket.create_server(("127.0.0.1", 0))
-    with server, socket.create_connection(server.getsockname()) as client:
-        assert backend_priority._peer_process(client.fileno()) == 0
