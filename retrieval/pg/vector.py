@@ -67,8 +67,10 @@ bound AS MATERIALIZED (
     -- reltuples is -1 for an index no (auto)analyze has counted yet.
     SELECT greatest({exact_min}, sqrt({graph_cost} * %(limit)s * greatest(0, (
         SELECT reltuples FROM pg_class WHERE oid = to_regclass('{index}')))))::bigint AS n),
-passing AS MATERIALIZED ({passing} LIMIT (SELECT n FROM bound)),
-few AS MATERIALIZED (SELECT count(*) < (SELECT n FROM bound) AS yes FROM passing),
+-- Counted as they are read: the exact branch reads them again, with their vectors.
+few AS MATERIALIZED (
+    SELECT count(*) < (SELECT n FROM bound) AS yes
+    FROM ({passing} LIMIT (SELECT n FROM bound)) AS passing),
 exact AS (
     -- OFFSET 0 keeps the sort above the passing rows: never the HNSW index.
     SELECT listing_id, starts_at, distance FROM ({ranked} AND (SELECT yes FROM few)
