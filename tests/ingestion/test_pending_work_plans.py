@@ -8,7 +8,6 @@ find the pending pairs in the covering index (migration 0011) instead, and look 
 the embedding candidates."""
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,18 +24,13 @@ from ingestion.generations import TEXT_PIPELINE_VERSION
 from ingestion.indexing import settle_candidates
 from ingestion.models import IndexGeneration, Listing
 from tests.factories import draft, source
+from tests.plans import nodes
 from tests.search_fixtures import index_listings
 
 pytestmark = pytest.mark.django_db
 EMBEDDINGS = "ingestion_listing_embedding"
 CLAIM_PARAMS = claim_params(128)
 WALKS = 600  # a few pages of listings: on one, every plan costs about the same
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 def _plan(statement: str, params: Any, *, seqscan: bool = True) -> dict[str, Any]:
@@ -75,7 +69,7 @@ def _scans_of(table: str, statement: str, params: Any) -> list[str]:
     there are. With sequential scans priced out, the plan shows which index can answer,
     and whether it can answer without the table's rows."""
     plan = _plan(statement, params, seqscan=False)
-    return [node["Node Type"] for node in _nodes(plan) if node.get("Relation Name") == table]
+    return [node["Node Type"] for node in nodes(plan) if node.get("Relation Name") == table]
 
 
 def test_the_embedding_lag_reads_only_the_covering_index() -> None:
@@ -193,7 +187,7 @@ def _indexes_of(table: str, statement: str, params: dict[str, Any]) -> list[str]
     """The indexes the plan of `statement` reads `table` through (a bitmap scan's
     included), or the scan's node type where it reads none."""
     found = []
-    for node in _nodes(_plan(statement, params)):
+    for node in nodes(_plan(statement, params)):
         if node.get("Relation Name") != table:
             continue
         # A bitmap scan's index is its child; a subquery run per row is another scan.

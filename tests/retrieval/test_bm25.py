@@ -22,6 +22,7 @@ from retrieval.pg import vocabulary
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.pool import connection
 from retrieval.query.parse import parse_query
+from tests.plans import nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,10 +111,9 @@ async def test_a_term_newer_than_the_statistics_counts_as_the_rarest() -> None:
 
 def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """Each relation or index the plan reads, by how."""
-    if "Relation Name" in plan or "Index Name" in plan:
-        yield plan["Node Type"], plan.get("Index Name", plan.get("Relation Name", ""))
-    for child in plan.get("Plans", []):
-        yield from _scans(child)
+    for node in nodes(plan):
+        if "Relation Name" in node or "Index Name" in node:
+            yield node["Node Type"], node.get("Index Name", node.get("Relation Name", ""))
 
 
 async def test_the_prepared_statement_plans_alike_whatever_it_is_asked() -> None:

@@ -6,8 +6,6 @@ The cost model keeps a table this small on the index, so the statements here are
 with other constants; the production statement is checked to take the index here."""
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -19,6 +17,7 @@ from retrieval.pg import lexical, vocabulary
 from retrieval.pg.lexical import PgLexicalIndex
 from retrieval.pg.pool import connection
 from retrieval.query.parse import parse_query
+from tests.plans import nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,12 +43,6 @@ async def common_titles() -> None:
     await sync_to_async(vocabulary.refresh)()
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
 async def _run(
     monkeypatch: pytest.MonkeyPatch, **constants: float
 ) -> tuple[list[int], dict[str, int]]:
@@ -67,7 +60,7 @@ async def _run(
         (document,) = await cursor.fetchone() or ("[]",)
     (top,) = json.loads(document) if isinstance(document, str) else document
     read = {"table": 0, "index": 0}
-    for node in _nodes(top["Plan"]):
+    for node in nodes(top["Plan"]):
         keys = ("Filter", "Join Filter", "Recheck Cond", "Index Cond")
         conditions = " ".join(node[key] for key in keys if key in node)
         if node.get("Relation Name") == "ingestion_listing" and not conditions:

@@ -34,6 +34,7 @@ from retrieval.query.parse import parse_query
 from retrieval.types import DateFilter, SearchFilters
 from tests.conftest import first_search_answered
 from tests.factories import draft, source
+from tests.plans import nodes
 from tests.search_fixtures import embeddings_locked, search_json
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -246,19 +247,13 @@ async def _ranked_exactly(generation: int, filters: SearchFilters, limit: int) -
     read = {
         branch["Alias"]: any(
             node.get("Relation Name") == "ingestion_listing_embedding" and node["Actual Loops"]
-            for node in _nodes(branch)
+            for node in nodes(branch)
         )
-        for branch in _nodes(top["Plan"])
+        for branch in nodes(top["Plan"])
         if branch.get("Alias") in ("exact", "near")
     }
     assert read["exact"] != read["near"], read
     return read["exact"]
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
 
 
 async def test_the_exact_bound_grows_with_the_limit_and_the_vectors(
