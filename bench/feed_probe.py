@@ -24,8 +24,6 @@ quiet steps', with a 95 % interval from resampling the pairs.
 """
 
 import argparse
-import asyncio
-import itertools
 import statistics
 import sys
 from collections.abc import Sequence
@@ -36,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, paired_interval, running
 
 sys.path.insert(0, str(REPO))
-from capacity import feed_skip, query_pool
+from capacity import feed_skip
 from feed import FEED_SOURCE, feed_stream
-from load import HEADER, Options, Step, steps
+from load import HEADER, Step, fixed_rate
 from scenarios import Progress
-from stack import add_stack_arguments, prepare, serve, step_probes
+from stack import add_stack_arguments, prepare, serve
 
 
 def main() -> None:
@@ -54,25 +52,16 @@ def main() -> None:
     add_stack_arguments(parser)
     args = parser.parse_args()
     with running(args.data_dir), ExitStack() as stack:
-        from django.conf import settings
         from django.db import connection
 
         postmaster = prepare(args.data_dir)
-        options = Options(
-            args.step_seconds, args.timeout_s, 1024, False, settings.SEARCH_DEADLINE_MS, 0.10
-        )
-        queries = itertools.cycle(query_pool(60_000))
         connection.close()
         log = args.data_dir / "feed-probe-web.log"
         base_url, groups = serve(stack, args.url, log, postmaster)
+        fixed = fixed_rate(base_url, args.searches, args.step_seconds, args.timeout_s)
 
         def run(ramp: str, labels: Sequence[str]) -> list[Step]:
-            async def measured() -> list[Step]:
-                async with step_probes(base_url) as probes:
-                    rates = [(label, args.searches) for label in labels]
-                    return await steps(base_url, ramp, rates, queries, options, groups, probes)
-
-            return asyncio.run(measured())
+            return fixed(ramp, labels, groups)
 
         print(HEADER, flush=True)
         run("warm-up", ["warm"])
@@ -99,9 +88,9 @@ def main() -> None:
     print(f"feed: asked {args.feed:.1f}, achieved {feed.rate:.1f} listings/s")
 
 
-def pairs_report(pairs: Sequence[tuple[float, float]]) -> str:
-    """The feed steps' median p99 over the quiet steps', with a 95 % interval from the
-    pairs resampled (each pair a quiet step and the feed step after it)."""
+def pairs_report(pairs: Sequence[tuple[float, float]], beside: str = "the feed") -> str:
+    """The median p99 of the steps `beside` something over the quiet steps', with a 95 %
+    interval from the pairs resampled (each pair a quiet step and the step after it)."""
 
     def ratio(chosen: Sequence[int]) -> float:
         fed = statistics.median(pairs[i][1] for i in chosen)
@@ -112,9 +101,9 @@ def pairs_report(pairs: Sequence[tuple[float, float]]) -> str:
     fed = statistics.median(f for _, f in pairs)
     worse = sum(1 for q, f in pairs if f > q)
     return (
-        f"p99, median of {len(pairs)} steps: quiet {quiet:.1f} ms, with the feed {fed:.1f} ms; "
+        f"p99, median of {len(pairs)} steps: quiet {quiet:.1f} ms, with {beside} {fed:.1f} ms; "
         f"ratio {ratio(range(len(pairs))):.3f} (95 % interval {low:.3f}-{high:.3f}); "
-        f"the feed step slower in {worse} of {len(pairs)} pairs"
+        f"the step with {beside} slower in {worse} of {len(pairs)} pairs"
     )
 
 

@@ -29,7 +29,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -87,6 +87,28 @@ class Step:
     def as_json(self) -> dict[str, Any]:
         figures = asdict(self.figures) | {"fallback_share": self.figures.fallback_share}
         return {"ramp": self.ramp, "label": self.label, "cores": self.cores, **figures}
+
+
+def fixed_rate(
+    base_url: str, rate: float, step_s: float, timeout_s: float
+) -> Callable[[str, Sequence[str], Groups], list[Step]]:
+    """Steps of searches at one fixed `rate` (bench/feed_probe.py, bench/co_runner.py),
+    unlike the ramp's fractions of a limit, so that runs compare step for step:
+    `run(ramp, labels, groups)` measures one step per label, `groups`' cores with it."""
+    from django.conf import settings
+
+    options = Options(step_s, timeout_s, 1024, False, settings.SEARCH_DEADLINE_MS, 0.10)
+    queries = itertools.cycle(query_pool(60_000))
+
+    def run(ramp: str, labels: Sequence[str], groups: Groups) -> list[Step]:
+        async def measured() -> list[Step]:
+            async with step_probes(base_url) as probes:
+                rates = [(label, rate) for label in labels]
+                return await steps(base_url, ramp, rates, queries, options, groups, probes)
+
+        return asyncio.run(measured())
+
+    return run
 
 
 async def steps(
