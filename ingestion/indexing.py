@@ -157,15 +157,18 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
 
 def _embedded(model: Embedder, texts: list[str], pacer: Pacer | None) -> np.ndarray:
     """`texts`' vectors, when `pacer` lets them through. On idle cores the model takes
-    only CPU that searches leave, so its time is not charged to the share: only the part
-    the sweep's own thread does when the idle thread is starved is."""
+    only CPU that searches leave, so its time is charged at EMBED_IDLE_SHARE, not at the
+    share slow searches shrink; the part the sweep's own thread does when the idle thread
+    is starved is charged at that share as well. Idle cores are not free: the model on
+    them at half a core moved the p99 of searches beside it by +19 %, at a quarter by
+    +2 % (docs/reliability.md, "Which part of the vector work moves the tail")."""
     if pacer is None:
         return model.embed_documents(texts)
     if not settings.EMBED_IDLE_CLASS:
         with pacer.slice(len(texts)):
             return model.embed_documents(texts)
     patience_s = settings.EMBED_IDLE_PATIENCE_MS / 1000
-    with pacer.slice(len(texts), charged=False):
+    with pacer.slice(len(texts), share=settings.EMBED_IDLE_SHARE):
         return on_idle_cores(lambda: model.embed_documents(texts), patience_s, pacer.charge)
 
 

@@ -8,8 +8,9 @@ a chunk of drafts at a time), and each slice asks the pacer first:
 - searches arriving: the sweep works at most `share` of the time, resting after each slice
   for as long as the slice took times (1 - share) / share. The share halves while more
   searches than the policy allows were slow, and grows back while none were. Model work
-  on idle cores (ingestion/idle_cores.py) still waits for its turn but is not counted:
-  it takes only CPU searches leave;
+  on idle cores (ingestion/idle_cores.py) rests at a fixed share of its own instead: it
+  takes only CPU searches leave, but that is not free to them (caches and memory are
+  shared), and slow searches need not shrink it;
 - whatever the share, the floor: `floor_per_s` listings a second still go through, so the
   vector lag stays bounded under pressure that never ends.
 An unreadable pressure (Redis down) counts as searches arriving: searches first, and the
@@ -128,24 +129,24 @@ class Pacer:
         self._credit_at = now
 
     @contextmanager
-    def slice(self, items: int, *, charged: bool = True) -> Iterator[None]:
+    def slice(self, items: int, *, share: float | None = None) -> Iterator[None]:
         """Around a slice of `items` listings' work: waits until it may run, and counts
-        the time it took against the share; not `charged`, work that takes only CPU
-        searches leave (ingestion/idle_cores.py) waits its turn but costs the share
-        nothing."""
+        the time it took against the pacer's share, or against a fixed `share` of its own:
+        work that takes only CPU searches leave (ingestion/idle_cores.py) is not held to
+        the share slow searches shrink, but it is not free to them either."""
         self._admit(items)
         started = self._clock()
         yield
-        if charged:
-            self.charge(self._clock() - started)
+        self.charge(self._clock() - started, share)
 
-    def charge(self, seconds: float) -> None:
+    def charge(self, seconds: float, share: float | None = None) -> None:
         """Count work that ran without asking (it could not wait where it ran) against the
-        share: the next slice rests for it."""
+        share, or a fixed `share`: the next slice rests for it."""
         with self._lock:
             if self.mode != Mode.FULL:
+                share = self.share if share is None else share
                 start = max(self._rest_until, self._clock())
-                self._rest_until = start + seconds * (1 - self.share) / self.share
+                self._rest_until = start + seconds * (1 - share) / share
 
     def _admit(self, items: int) -> None:
         while True:

@@ -226,9 +226,12 @@ EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
 # The model's slices run on a thread of Linux's SCHED_IDLE class, on cores searches leave
 # idle; one not done there within EMBED_IDLE_PATIENCE_MS (every core busy) is done at the
-# worker's own priority, so the floor holds (ingestion/idle_cores.py).
+# worker's own priority, so the floor holds (ingestion/idle_cores.py). While searches
+# arrive they take at most EMBED_IDLE_SHARE of the time even there: idle cores are not
+# free to the searches beside them (docs/decisions/the-models-share-runs-on-idle-cores.md).
 EMBED_IDLE_CLASS = env_bool("EMBED_IDLE_CLASS", True)
 EMBED_IDLE_PATIENCE_MS = env_int("EMBED_IDLE_PATIENCE_MS", 200)
+EMBED_IDLE_SHARE = env_float("EMBED_IDLE_SHARE", 0.25)
 SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
 # A payload's listings (a poll, an upload, the editorial API) are applied in chunks of
 # INGEST_PACE_CHUNK drafts, in its one transaction, paced like the vectors but starting at

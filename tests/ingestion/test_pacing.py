@@ -203,9 +203,9 @@ def test_a_large_payload_is_applied_in_chunks_resting_only_while_searches_arrive
         )
         admit = made.slice
 
-        def counted(items: int, charged: bool = True) -> Any:
+        def counted(items: int, share: float | None = None) -> Any:
             chunks.append(items)
-            return admit(items, charged=charged)
+            return admit(items, share=share)
 
         made.slice = counted  # type: ignore[method-assign]
         return made
@@ -263,8 +263,8 @@ def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     slice_of = work.pacer.slice
 
     @contextmanager
-    def noted(items: int, charged: bool = True) -> Iterator[None]:
-        with slice_of(items, charged=charged):
+    def noted(items: int, share: float | None = None) -> Iterator[None]:
+        with slice_of(items, share=share):
             modes.append(work.pacer.mode)  # the mode that let this slice through
             yield
 
@@ -279,24 +279,29 @@ def test_the_model_runs_on_idle_cores_whatever_let_it_through(
     assert recorder.classes == [os.SCHED_IDLE if idle_class else os.SCHED_OTHER] * len(modes)
 
 
-@pytest.mark.parametrize("idle_class", [True, False])
-def test_the_models_time_on_idle_cores_is_not_charged_to_the_share(
-    settings: Settings, idle_class: bool
+@pytest.mark.parametrize(
+    ("idle_class", "idle_share", "rests_per_slice"),
+    [(False, 0.25, 1.0), (True, 0.25, 3.0), (True, 0.5, 1.0), (True, 1.0, 0.0)],
+)
+def test_the_models_time_on_idle_cores_is_charged_at_its_own_share(
+    settings: Settings, idle_class: bool, idle_share: float, rests_per_slice: float
 ) -> None:
-    """Searches arriving, none slow, the share grown to the policy's: in the normal class
-    each slice's time makes the next one rest for as long (a share of 0.5); on idle cores
-    the model takes only what searches leave, and no slice rests."""
+    """Searches arriving, none slow, the share grown to the policy's (0.5): in the normal
+    class each slice's time makes the next one rest for as long; on idle cores the model
+    takes only CPU searches leave, but that still costs them, so it rests at
+    EMBED_IDLE_SHARE: three slices' time at a quarter, none at the whole."""
     settings.EMBED_IDLE_CLASS = idle_class
+    settings.EMBED_IDLE_SHARE = idle_share
     work = Work(BUSY)
     work.run_until(RECOVER_S + 1)  # past the ramp
     rested = work.rested
     recorder = ClassRecorder(work.clock)
-    indexing._vectors(recorder, _claims(8 * SLICE), work.pacer)  # type: ignore[arg-type]
+    slices = 8
+    indexing._vectors(recorder, _claims(slices * SLICE), work.pacer)  # type: ignore[arg-type]
     assert work.pacer.mode is not Mode.FULL
-    if idle_class:  # only the rest the last charged slice before them left
-        assert work.rested - rested < 2 * SLICE_S
-    else:  # a rest before each slice but the first, give or take one the floor let through
-        assert work.rested - rested >= 5 * SLICE_S
+    # A rest before each slice but the first (give or take the one the ramp left).
+    expected = rests_per_slice * (slices - 1) * SLICE_S
+    assert work.rested - rested == pytest.approx(expected, abs=2 * SLICE_S)
 
 
 def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
