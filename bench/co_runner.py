@@ -57,7 +57,6 @@ SLICE = 16  # texts per slice, as EMBED_PACE_SLICE
 WORKER_NICE = 10  # the embedding worker's (searchsite/supervisor.py)
 TEXTS = 512
 MAX_SWEEP_PAIRS = 60  # 10 minutes of sweep steps: a burst of 5,000 takes 2 to 5
-DIMENSIONS = 384  # the model's (ingestion/embedding), in the co-runner's own process
 
 
 def co_embed(
@@ -103,6 +102,8 @@ def co_write(
     a transaction as the sweep stores a claim: each listing's vector nudged (a changed vector
     is an index insert, never a HOT update), then rolled back, so the searches' answers and
     the bench data stay as they were while the index's pages are written and locked."""
+    from ingestion.embedding import DIMENSIONS
+
     nudge = "[" + ",".join(["0.01"] + ["0"] * (DIMENSIONS - 1)) + "]"
     with psycopg.connect(conninfo, autocommit=False) as conn:
         ready.set()
