@@ -63,6 +63,15 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
 
 
+def env_share(name: str, default: float) -> float:
+    """A share of the time, more than 0 and at most 1: work that rests for its time x
+    (1 - share) / share would divide by 0 at 0, and rest a negative time past 1."""
+    value = env_float(name, default)
+    if not 0 < value <= 1:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a share: more than 0, at most 1")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

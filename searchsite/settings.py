@@ -17,6 +17,7 @@ from searchsite.env import (
     env_list,
     env_networks,
     env_optional,
+    env_share,
     env_str,
 )
 
@@ -221,7 +222,7 @@ EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
 # EMBED_FLOOR_PER_S listings a second through. First values: docs/reliability.md ("Vector
 # work beside searches") has what has been measured of them.
 EMBED_PACE_SLICE = env_int("EMBED_PACE_SLICE", 16)
-EMBED_BUSY_SHARE = env_float("EMBED_BUSY_SHARE", 0.5)
+EMBED_BUSY_SHARE = env_share("EMBED_BUSY_SHARE", 0.5)
 EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
 # The model's slices run on a thread of Linux's SCHED_IDLE class, on cores searches leave
@@ -231,14 +232,14 @@ EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
 # free to the searches beside them (docs/decisions/the-models-share-runs-on-idle-cores.md).
 EMBED_IDLE_CLASS = env_bool("EMBED_IDLE_CLASS", True)
 EMBED_IDLE_PATIENCE_MS = env_int("EMBED_IDLE_PATIENCE_MS", 200)
-EMBED_IDLE_SHARE = env_float("EMBED_IDLE_SHARE", 0.25)
+EMBED_IDLE_SHARE = env_share("EMBED_IDLE_SHARE", 0.25)
 SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
 # A payload's listings (a poll, an upload, the editorial API) are applied in chunks of
 # INGEST_PACE_CHUNK drafts, in its one transaction, paced like the vectors but starting at
 # INGEST_BUSY_SHARE, never slower than INGEST_FLOOR_PER_S (a 5,000-listing burst within
 # 10 s). First values, as above.
 INGEST_PACE_CHUNK = env_int("INGEST_PACE_CHUNK", 250)
-INGEST_BUSY_SHARE = env_float("INGEST_BUSY_SHARE", 0.5)
+INGEST_BUSY_SHARE = env_share("INGEST_BUSY_SHARE", 0.5)
 INGEST_FLOOR_PER_S = env_float("INGEST_FLOOR_PER_S", 500.0)
 # /healthz fails while a listing has waited longer than this for its embedding: twice the
 # vector lag objective (p95 30 s, bench/ingest.py).
