@@ -51,7 +51,7 @@ from feed import BURST_SOURCES, burst_sources, deliver_burst, remove_bench_sourc
 from feed_probe import pairs_report
 from load import HEADER, Step, fixed_rate
 from scenarios import Progress
-from stack import Groups, add_stack_arguments, prepare, serve
+from stack import Groups, add_stack_arguments, prepare, process_tree, serve
 
 SLICE = 16  # texts per slice, as EMBED_PACE_SLICE
 WORKER_NICE = 10  # the embedding worker's (searchsite/supervisor.py)
@@ -244,9 +244,13 @@ def sweep_pairs(
     applied while the worker is stopped (SIGSTOP), then quiet steps with it stopped
     alternated with steps with it running, until no listing waits for its vector. Stopped
     between claims or inside one, its transaction waits open; nothing else writes."""
-    workers = [p for root in groups["worker"] for p in [root, *root.children(recursive=True)]]
-    for process in workers:
-        process.suspend()
+    workers = [p for root in groups["worker"] for p in process_tree(root)]
+
+    def sweeping(on: bool) -> None:
+        for process in workers:
+            (process.resume if on else process.suspend)()
+
+    sweeping(False)
     sources = burst_sources()
     pairs, used = [], []
     try:
@@ -254,18 +258,15 @@ def sweep_pairs(
         with Progress(list(BURST_SOURCES.values()), lambda _: count) as progress:
             for n in range(MAX_SWEEP_PAIRS):
                 quiet = run("quiet", f"q{n}", groups)
-                for process in workers:
-                    process.resume()
+                sweeping(True)
                 beside = run("sweep", f"s{n}", groups)
-                for process in workers:
-                    process.suspend()
+                sweeping(False)
                 pairs.append((quiet.figures.latency_ms["p99"], beside.figures.latency_ms["p99"]))
                 used.append(beside.cores["worker"])
-                if progress.samples and progress.samples[-1][2] == 0:
+                if progress.done(count):
                     break
     finally:
-        for process in workers:
-            process.resume()
+        sweeping(True)
         remove_bench_sources()
     return (
         f"the sweep of a burst of {count}: the worker used {statistics.median(used):.2f}"

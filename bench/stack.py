@@ -211,7 +211,7 @@ def valkey_process() -> psutil.Process:
     return psutil.Process(int(info["process_id"]))
 
 
-def _tree(root: psutil.Process) -> list[psutil.Process]:
+def process_tree(root: psutil.Process) -> list[psutil.Process]:
     try:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
@@ -226,7 +226,7 @@ def cpu_seconds(groups: Groups) -> dict[tuple[str, int], float]:
     found = {}
     for name, roots in groups.items():
         for root in roots:
-            for process in _tree(root):
+            for process in process_tree(root):
                 try:
                     times = process.cpu_times()
                 except psutil.NoSuchProcess:
@@ -261,7 +261,7 @@ def rss_mb(groups: Groups) -> dict[str, float]:
     """Resident memory of every process of every group, keyed "group pid name"."""
     found = {}
     for name, roots in groups.items():
-        for process in (p for root in roots for p in _tree(root)):
+        for process in (p for root in roots for p in process_tree(root)):
             try:
                 found[f"{name} {process.pid} {process.name()}"] = process.memory_info().rss / 2**20
             except psutil.NoSuchProcess:
