@@ -68,17 +68,18 @@ from stack import Groups, add_stack_arguments, prepare, serve, step_probes
 # committed, it is counted every sample.
 SAMPLE_S = 1.0
 WAITING_EVERY = 5
-_COMMITTED = """
-    SELECT count(*) FROM ingestion_sourcerecord r
-    JOIN ingestion_source s ON s.id = r.source_id
-    WHERE s.name = ANY(%(sources)s)
+# The sources' ids first (an ARRAY subquery, evaluated once): joined by name instead, the
+# planner merge-joined the records' source index from its start up to the bench's sources
+# (the newest, so the highest ids), 4-9 ms a count at 100,000 listings against 0.3.
+_SOURCE_IDS = "ARRAY(SELECT id FROM ingestion_source WHERE name = ANY(%(sources)s))"
+_COMMITTED = f"""
+    SELECT count(*) FROM ingestion_sourcerecord r WHERE r.source_id = ANY({_SOURCE_IDS})
 """
-_WAITING = """
+_WAITING = f"""
     SELECT count(DISTINCT l.id) FROM ingestion_embedding_candidate c
     JOIN ingestion_listing l ON l.id = c.listing_id AND l.status = 'active'
     JOIN ingestion_sourcerecord r ON r.listing_id = l.id
-    JOIN ingestion_source s ON s.id = r.source_id
-    WHERE s.name = ANY(%(sources)s) AND NOT EXISTS (
+    WHERE r.source_id = ANY({_SOURCE_IDS}) AND NOT EXISTS (
         SELECT 1 FROM ingestion_listing_embedding e
         WHERE e.generation_id = %(generation)s AND e.listing_id = l.id
           AND e.content_version >= l.content_version)
