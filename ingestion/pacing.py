@@ -235,7 +235,7 @@ def sweep_delay(pressure: Callable[[], Pressure] = read_pressure) -> float:
     the listings arriving meanwhile, a trickle's, go into one sweep. A sweep's claims,
     commits and model calls cost per sweep as much as per listing: beside searches at
     52 a second, a trickle of 5 listings a second queued about four sweeps a second, and
-    gathered for 2 s it cost Postgres +0.015-0.025 of a core instead of +0.06-0.075, and
+    gathered for 2 s it cost Postgres +0.015-0.025 of a core instead of +0.055-0.075, and
     the worker 0.03 instead of 0.05 (docs/decisions/vector-work-yields-to-searches.md)."""
     try:
         quiet = pressure().quiet
