@@ -14,8 +14,7 @@ a chunk of drafts at a time), and each slice asks the pacer first:
 - whatever the share, the floor: `floor_per_s` listings a second still go through, so the
   vector lag stays bounded under pressure that never ends.
 An unreadable pressure (Redis down) counts as searches arriving: searches first, and the
-floor still holds. While searches arrive, a sweep queued starts a little later
-(`sweep_delay`), so that a trickle's listings go into one sweep, not one sweep each.
+floor still holds.
 
 The pacer only waits between slices, so it backs off within one slice's time (a tenth of a
 second or so) and resumes within one poll of the pressure. Work that must not wait where
@@ -227,22 +226,6 @@ class Pacer:
 
 def read_pressure() -> Pressure:
     return search_pressure.read(fast_redis())
-
-
-def sweep_delay(pressure: Callable[[], Pressure] = read_pressure) -> float:
-    """How long a sweep queued now waits before it starts: not at all while searches are
-    quiet; EMBED_GATHER_S while they arrive (or their pressure cannot be read), so that
-    the listings arriving meanwhile, a trickle's, go into one sweep. A sweep's claims,
-    commits and model calls cost per sweep as much as per listing: beside searches at
-    52 a second, a trickle of 5 listings a second queued about four sweeps a second, and
-    gathered for 2 s it cost Postgres +0.015-0.025 of a core instead of +0.055-0.075, and
-    the worker 0.03 instead of 0.05 (docs/decisions/vector-work-yields-to-searches.md)."""
-    try:
-        quiet = pressure().quiet
-    except (redis.RedisError, ValueError, KeyError) as exc:
-        logger.debug("search pressure unreadable (%s): gathering", type(exc).__name__)
-        quiet = False
-    return 0.0 if quiet else settings.EMBED_GATHER_S
 
 
 def report_pace(pace: Pace) -> None:

@@ -11,7 +11,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ingestion import generations, indexing, pacing, polling, scheduling
+from ingestion import generations, indexing, polling, scheduling
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
@@ -55,9 +55,7 @@ def embed_pending() -> int:
     deadline = time.monotonic() + settings.EMBED_TASK_SLICE_S
     done = indexing.embed_pending(until=deadline, keep_lanes=True)
     if time.monotonic() >= deadline:
-        # More work may remain: yield the worker, and continue in a new task at once (there
-        # is nothing to gather for: what it finds is already waiting).
-        schedule_embedding(gather=False)
+        schedule_embedding()  # more work may remain: yield the worker, continue in a new task
     else:
         # Nothing was left to claim, and this sweep's vectors are committed: a generation
         # they completed is ready (generations.mark_complete_generations_ready).
@@ -65,10 +63,8 @@ def embed_pending() -> int:
     return done
 
 
-def schedule_embedding(*, gather: bool = True) -> None:
+def schedule_embedding() -> None:
     """Queue one embedding sweep; while one is queued and not yet started, don't add more.
-    While searches arrive it starts EMBED_GATHER_S later (`gather`), so that the listings
-    that arrive meanwhile go into the same sweep (pacing.sweep_delay).
 
     Without Redis nothing is queued and nothing lost: the work is the data (listings
     without an embedding of their current version), which the next sweep anyone queues,
@@ -76,8 +72,7 @@ def schedule_embedding(*, gather: bool = True) -> None:
     broker (the editorial API answered 500 for records it had stored)."""
     try:
         if get_redis().set(EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
-            delay = pacing.sweep_delay() if gather else 0.0
-            embed_pending.apply_async(countdown=delay or None)
+            embed_pending.delay()
     except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
         logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)
 

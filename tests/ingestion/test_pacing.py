@@ -3,13 +3,11 @@ are quiet, a share of the time while they arrive, backing off within a second of
 signal and resuming within one poll of its end, and the floor's progress under pressure
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
-import json
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -25,12 +23,9 @@ from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.idle_cores import on_idle_cores
 from ingestion.indexing import embed_pending
 from ingestion.models import Listing, Poll
-from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer, sweep_delay
+from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer
 from ingestion.polling import ingest_payload
-from ingestion.tasks import EMBED_SCHEDULED_KEY, schedule_embedding
 from ingestion.upsert import apply_draft
-from resilience import redis_keys, search_pressure
-from resilience.redis_clients import fast_redis, get_redis
 from resilience.search_pressure import QUIET, Pressure
 from tests.factories import FakeClock, draft, source
 
@@ -330,43 +325,3 @@ def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
     assert ran_on == [os.SCHED_IDLE, os.SCHED_OTHER]
     assert len(charged) == 1
     assert REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") == starved + 1
-
-
-def test_a_sweep_waits_to_gather_only_while_searches_arrive(settings: Settings) -> None:
-    settings.EMBED_GATHER_S = 2.0
-
-    def unreadable() -> Pressure:
-        raise redis.ConnectionError("gone")
-
-    assert sweep_delay(lambda: QUIET) == 0.0
-    assert sweep_delay(lambda: BUSY) == 2.0
-    assert sweep_delay(unreadable) == 2.0  # searches first, as the pacer has it
-
-
-@pytest.mark.parametrize(
-    ("searching", "gather", "waits"),
-    [(True, True, True), (False, True, False), (True, False, False)],
-    ids=["searches-arriving", "searches-quiet", "a-sweep-continuing"],
-)
-def test_a_sweep_queued_while_searches_arrive_is_delivered_to_start_later(
-    settings: Settings, searching: bool, gather: bool, waits: bool
-) -> None:
-    """Through the real broker: the queued message carries the start the worker holds it
-    for (its ETA), published search pressure read from the real Redis."""
-    settings.EMBED_GATHER_S = 30.0
-    broker = get_redis()
-    broker.delete("embedding", EMBED_SCHEDULED_KEY, redis_keys.SEARCH_PRESSURE)
-    try:
-        if searching:
-            search_pressure.publish(fast_redis(), "a web process", 6, 0, 0.1)
-        queued_at = time.time()
-        schedule_embedding(gather=gather)
-        (message,) = broker.lrange("embedding", 0, -1)
-        eta = json.loads(message)["headers"]["eta"]
-        if waits:
-            waited = datetime.fromisoformat(eta).timestamp() - queued_at
-            assert 29.0 < waited < 31.0
-        else:
-            assert eta is None
-    finally:
-        broker.delete("embedding", EMBED_SCHEDULED_KEY, redis_keys.SEARCH_PRESSURE)
