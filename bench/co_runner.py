@@ -53,8 +53,6 @@ from load import HEADER, Step, fixed_rate
 from scenarios import Progress
 from stack import Groups, add_stack_arguments, prepare, process_tree, serve
 
-SLICE = 16  # texts per slice, as EMBED_PACE_SLICE
-WORKER_NICE = 10  # the embedding worker's (searchsite/supervisor.py)
 TEXTS = 512
 MAX_SWEEP_PAIRS = 60  # 10 minutes of sweep steps: a burst of 5,000 takes 2 to 5
 
@@ -63,26 +61,30 @@ def co_embed(
     texts: Sequence[str],
     share: float,
     klass: str,
+    slice_size: int,
+    nice: int,
     ready: Event,
     stop: Event,
     embedded: "Synchronized[int]",
 ) -> None:
-    """Embed `texts` round and round, `share` of the time, in `klass`, until `stop`."""
+    """Embed `texts` round and round, `slice_size` at a time (the sweep's EMBED_PACE_SLICE),
+    `share` of the time, in `klass` (`nice`: the embedding worker's niceness), until
+    `stop`. Both come from the parent: a spawned process has no Django settings."""
     os.environ["EMBEDDER_THREADS"] = "1"
     from ingestion.embedding import get_embedder
 
     if klass == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     else:
-        os.nice(WORKER_NICE)
+        os.nice(nice)
     embedder = get_embedder()
-    embedder.embed_documents(texts[:SLICE])  # the session made, before the step starts
+    embedder.embed_documents(texts[:slice_size])  # the session made, before the step starts
     ready.set()
-    for start in itertools.cycle(range(0, len(texts), SLICE)):
+    for start in itertools.cycle(range(0, len(texts), slice_size)):
         began = time.monotonic()
-        embedder.embed_documents(texts[start : start + SLICE])
+        embedder.embed_documents(texts[start : start + slice_size])
         with embedded.get_lock():
-            embedded.value += SLICE
+            embedded.value += slice_size
         took = time.monotonic() - began
         if stop.wait(took * (1 - share) / share):
             return
@@ -183,11 +185,13 @@ def main() -> None:
     if not 0 < args.pairs <= 30 or not 0 < args.searches <= 500:
         parser.error("--pairs from 1 to 30 and --searches up to 500")
     with running(args.data_dir), ExitStack() as stack:
+        from django.conf import settings
         from django.db import connection
 
         from ingestion.embedding import DIMENSIONS, MODEL_NAME
         from ingestion.generations import ensure_active_generation
         from retrieval.pg.pool import conninfo
+        from searchsite.supervisor import BACKGROUND_NICE
 
         postmaster = prepare(args.data_dir)
         ids, texts = bench_listings()
@@ -201,8 +205,10 @@ def main() -> None:
             (step,) = fixed(ramp, [label], during)
             return step
 
+        model_pace = (settings.EMBED_PACE_SLICE, BACKGROUND_NICE)
+
         co_runners: list[tuple[str, str, Callable[..., None], tuple[object, ...]]] = [
-            (f"{klass}@{share:g}", "texts", co_embed, (texts, share, klass))
+            (f"{klass}@{share:g}", "texts", co_embed, (texts, share, klass, *model_pace))
             for klass, share in itertools.product(classes, shares)
         ]
         co_runners += [
