@@ -11,7 +11,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from ingestion import generations, indexing, polling, scheduling
+from ingestion import generations, indexing, pacing, polling, scheduling
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
@@ -49,13 +49,22 @@ def poll_source(source_id: int, force: bool = False) -> str:
 
 
 @shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
-def embed_pending() -> int:
-    """Embed batches until none are left or this task's time slice is used up."""
+def embed_pending(gather: bool = True) -> int:
+    """Embed batches until none are left or this task's time slice is used up; a new
+    sweep (`gather`) first gathers what arrives while searches do (pacing.gather).
+
+    Its queued mark goes first: kept through the gather, a Valkey outage then ended the
+    task with the mark still set, and no sweep could be queued until it expired (a
+    minute). Gone, a poll meanwhile queues one more sweep, which gathers in its turn."""
     get_redis().delete(EMBED_SCHEDULED_KEY)
+    if gather:
+        pacing.gather()
     deadline = time.monotonic() + settings.EMBED_TASK_SLICE_S
     done = indexing.embed_pending(until=deadline, keep_lanes=True)
     if time.monotonic() >= deadline:
-        schedule_embedding()  # more work may remain: yield the worker, continue in a new task
+        # More work may remain: yield the worker, and continue in a new task at once (there
+        # is nothing to gather for: what it will find is already waiting).
+        schedule_embedding(gather=False)
     else:
         # Nothing was left to claim, and this sweep's vectors are committed: a generation
         # they completed is ready (generations.mark_complete_generations_ready).
@@ -63,7 +72,7 @@ def embed_pending() -> int:
     return done
 
 
-def schedule_embedding() -> None:
+def schedule_embedding(*, gather: bool = True) -> None:
     """Queue one embedding sweep; while one is queued and not yet started, don't add more.
 
     Without Redis nothing is queued and nothing lost: the work is the data (listings
@@ -72,7 +81,7 @@ def schedule_embedding() -> None:
     broker (the editorial API answered 500 for records it had stored)."""
     try:
         if get_redis().set(EMBED_SCHEDULED_KEY, "1", nx=True, ex=60):
-            embed_pending.delay()
+            embed_pending.delay(gather=gather)
     except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
         logger.warning("embedding not queued (%s): the next sweep takes it up", type(exc).__name__)
 

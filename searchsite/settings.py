@@ -233,6 +233,10 @@ EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 5.0)
 EMBED_IDLE_CLASS = env_bool("EMBED_IDLE_CLASS", True)
 EMBED_IDLE_PATIENCE_MS = env_int("EMBED_IDLE_PATIENCE_MS", 200)
 EMBED_IDLE_SHARE = env_share("EMBED_IDLE_SHARE", 0.25)
+# While searches arrive, a new sweep waits up to EMBED_GATHER_S before its first claim,
+# taking the listings that arrived meanwhile with it: a trickle's vectors in a few larger
+# sweeps, not one small sweep per poll (ingestion/pacing.py, gather).
+EMBED_GATHER_S = env_float("EMBED_GATHER_S", 2.0)
 SEARCH_PRESSURE_SLOW_MS = env_float("SEARCH_PRESSURE_SLOW_MS", 40.0)
 # A payload's listings (a poll, an upload, the editorial API) are applied in chunks of
 # INGEST_PACE_CHUNK drafts, in its one transaction, paced like the vectors but starting at

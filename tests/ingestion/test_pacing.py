@@ -3,6 +3,8 @@ are quiet, a share of the time while they arrive, backing off within a second of
 signal and resuming within one poll of its end, and the floor's progress under pressure
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
+import base64
+import json
 import os
 import threading
 import time
@@ -18,14 +20,15 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 from pytest_django.fixtures import Settings
 
-from ingestion import batches, generations, indexing
+from ingestion import batches, generations, indexing, tasks
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.idle_cores import on_idle_cores
 from ingestion.indexing import embed_pending
-from ingestion.models import Listing, Poll
-from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer
+from ingestion.models import Listing, ListingEmbedding, Poll
+from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer, gather
 from ingestion.polling import ingest_payload
 from ingestion.upsert import apply_draft
+from resilience.redis_clients import get_redis
 from resilience.search_pressure import QUIET, Pressure
 from tests.factories import FakeClock, draft, source
 
@@ -325,3 +328,78 @@ def test_work_the_idle_thread_gets_no_cpu_for_is_done_by_the_caller() -> None:
     assert ran_on == [os.SCHED_IDLE, os.SCHED_OTHER]
     assert len(charged) == 1
     assert REGISTRY.get_sample_value("ingestion_idle_cores_starved_total") == starved + 1
+
+
+UNREADABLE = None  # a read that raises, as with Redis down
+
+
+@pytest.mark.parametrize(
+    ("signals", "waited"),
+    [([QUIET], 0.0), ([BUSY], 2.0), ([BUSY] * 5 + [QUIET], 5 * POLL_S), ([UNREADABLE], 2.0)],
+    ids=["searches-quiet", "searches-arriving", "searches-going-quiet", "pressure-unreadable"],
+)
+def test_a_new_sweep_gathers_only_while_searches_arrive(
+    settings: Settings, signals: list[Pressure | None], waited: float
+) -> None:
+    """Quiet: it starts at once. Arriving, or not known: it waits EMBED_GATHER_S. Going
+    quiet meanwhile: it starts within one poll of that."""
+    settings.EMBED_GATHER_S = 2.0
+    clock = FakeClock(0.0)
+    reads = iter(signals)
+    last: list[Pressure | None] = [None]
+
+    def pressure() -> Pressure:
+        last[0] = next(reads, last[0])
+        if last[0] is None:
+            raise redis.ConnectionError("gone")
+        return last[0]
+
+    assert gather(pressure, clock, clock.advance) == pytest.approx(waited)
+
+
+def _queued_sweeps() -> list[dict[str, Any]]:
+    """The keyword arguments of each embedding sweep in the broker's queue."""
+    messages = get_redis().lrange("embedding", 0, -1)
+    return [json.loads(base64.b64decode(json.loads(m)["body"]))[1] for m in messages]
+
+
+@pytest.fixture
+def empty_embedding_queue() -> Iterator[None]:
+    get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
+    yield
+    get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
+
+
+@pytest.mark.django_db(transaction=True)  # the sweep's lanes connect on their own
+@pytest.mark.usefixtures("empty_embedding_queue")
+def test_a_new_sweep_claims_what_arrived_while_it_gathered_and_a_continuing_one_never_waits(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task's own function and the real model: a listing that arrives while a new
+    sweep gathers is embedded by that sweep. A sweep whose time slice ran out queues its
+    continuation, which does not gather: what it will find is already waiting."""
+    generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
+    feed = source()
+
+    def arrives_meanwhile() -> float:
+        with transaction.atomic():
+            apply_draft(feed, draft("while-gathering", title="Harp recital"), timezone.now())
+        return 2.0
+
+    monkeypatch.setattr("ingestion.pacing.gather", arrives_meanwhile)
+    assert tasks.embed_pending() == 1
+    assert ListingEmbedding.objects.filter(
+        generation_id=generation, listing__records__external_id="while-gathering"
+    ).exists()
+
+    def never() -> float:
+        raise AssertionError("a continuing sweep gathered")
+
+    monkeypatch.setattr("ingestion.pacing.gather", never)
+    settings.EMBED_TASK_SLICE_S = 0.0  # the slice is used up at once: it continues
+    tasks.embed_pending(gather=False)
+    assert _queued_sweeps() == [{"gather": False}]
+    tasks.schedule_embedding()  # already queued: nothing more
+    get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
+    tasks.schedule_embedding()  # a poll's: a new sweep, which gathers
+    assert _queued_sweeps() == [{"gather": True}]
