@@ -415,11 +415,11 @@ def report(
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(document, indent=1))
-    plot(found, rows, args.out)
+    plot(rows, args.out)
     print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
 
 
-def plot(found: Sequence[Scenario], rows: Sequence[dict[str, Any]], out: Path) -> None:
+def plot(rows: Sequence[dict[str, Any]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -440,16 +440,16 @@ def plot(found: Sequence[Scenario], rows: Sequence[dict[str, Any]], out: Path) -
         targets = [1.2 * by_shape[shape]["quiet_around_ms"] if shape in by_shape else 0
                    for shape in shapes]  # fmt: skip
         p99.hlines(targets, [x - width / 2 for x in xs], [x + width / 2 for x in xs],
-                   linestyles=":", colors=bars.patches[0].get_facecolor())  # fmt: skip
+                   linestyles=":", colors="black", zorder=3)  # fmt: skip
     p99.set_xticks([i + width * (len(fractions) - 1) / 2 for i in range(len(shapes))], shapes)
     p99.set_ylabel("search p99, ms (dotted: the quiet steps around it + 20 %)")
     p99.legend(fontsize="small")
     p99.grid(axis="y", alpha=0.3)
-    for scenario in found:
-        if scenario.shape == "burst":
-            points = scenario.ingest["waiting"]
+    for row in rows:
+        if row["shape"] == "burst":
+            points = row["waiting"]
             waiting.plot([s for s, _ in points], [w for _, w in points],
-                         label=f"{scenario.fraction:g} x capacity")  # fmt: skip
+                         label=f"{row['fraction']:g} x capacity")  # fmt: skip
     waiting.axvline(300, color="red", linestyle="-.", label="5 minutes")
     waiting.set_xlabel("seconds from the burst's arrival")
     waiting.set_ylabel("burst listings waiting for a vector")
