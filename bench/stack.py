@@ -279,10 +279,21 @@ SERVER_TOTALS = {
 }
 
 
+# Latency histograms whose slow part is counted apart, by the label that names what was
+# timed, with the bucket bound above which it counts as slow (one of LATENCY_BUCKETS): so
+# that a step's tail can be put down to the stage it grew in, or to none (the request's
+# own time on the server, every stage included, against the client's).
+SLOW_PARTS = {
+    "retrieval_stage_seconds": ("stage", "0.01"),
+    "retrieval_request_seconds": ("mode", "0.02"),
+}
+
+
 def server_metrics(base_url: str) -> Probe:
     """From the web server's /metrics: stages running now (`retrieval_in_flight`, by
-    stage), listings waiting for their embedding, and its waits for a pooled connection
-    and requests shed at the door so far."""
+    stage), listings waiting for their embedding, its waits for a pooled connection and
+    requests shed at the door so far, and of each stage and each kind of answer, how many
+    so far and how many of them slow (SLOW_PARTS: `<part>_total`, `<part>_slow_total`)."""
     connections = Connections(base_url, limit=1)
 
     async def probe() -> dict[str, float]:
@@ -303,6 +314,16 @@ def server_metrics(base_url: str) -> Probe:
                 elif sample.name in SERVER_TOTALS:  # summed over labels (the door's surface)
                     key = SERVER_TOTALS[sample.name]
                     found[key] = found.get(key, 0.0) + sample.value
+                elif family.name in SLOW_PARTS:
+                    label, bound = SLOW_PARTS[family.name]
+                    part = f"{label}_{sample.labels.get(label)}"
+                    if sample.name.endswith("_count"):
+                        found[f"{part}_total"] = sample.value
+                    elif sample.name.endswith("_bucket") and sample.labels["le"] == bound:
+                        found[f"{part}_within_total"] = sample.value
+        for name in [key for key in found if key.endswith("_within_total")]:
+            total = name.replace("_within_total", "_total")
+            found[name.replace("_within_total", "_slow_total")] = found[total] - found.pop(name)
         return found
 
     return probe
