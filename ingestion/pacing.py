@@ -239,10 +239,11 @@ def gather(
     arriving in that time go into this sweep. A sweep's claims, commits and model calls
     cost per sweep about as much as per listing: beside searches at 52 a second, a trickle
     of 5 listings a second made about four sweeps a second, and gathered for 2 s it cost
-    Postgres +0.01-0.02 of a core instead of +0.06 (docs/decisions/vector-work-yields-to-
-    searches.md). It waits in the task, not as a Celery countdown: a worker holding a
-    countdown's message when Valkey stopped exited instead of reconnecting. Returns the
-    seconds waited."""
+    Postgres +0.01-0.02 of a core instead of +0.06-0.08 (docs/decisions/vector-work-yields-
+    to-searches.md). It waits in the task, not as a Celery countdown: a worker holding a
+    countdown's message when Valkey stopped exited instead of reconnecting. The wait counts
+    among the vectors' rests (`ingestion_paced_rest_seconds_total`). Returns the seconds
+    waited."""
     started = clock()
     until = started + settings.EMBED_GATHER_S
     while (now := clock()) < until:
@@ -251,7 +252,9 @@ def gather(
                 break
         except (redis.RedisError, ValueError, KeyError) as exc:
             logger.debug("search pressure unreadable (%s): gathering", type(exc).__name__)
-        sleep(min(POLL_S, until - now))
+        wait = min(POLL_S, until - now)
+        metrics.PACED_REST.labels(work="vectors").inc(wait)
+        sleep(wait)
     return clock() - started
 
 

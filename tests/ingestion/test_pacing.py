@@ -354,7 +354,11 @@ def test_a_new_sweep_gathers_only_while_searches_arrive(
             raise redis.ConnectionError("gone")
         return last[0]
 
+    rests = "ingestion_paced_rest_seconds_total"
+    before = REGISTRY.get_sample_value(rests, {"work": "vectors"}) or 0.0
     assert gather(pressure, clock, clock.advance) == pytest.approx(waited)
+    # The wait is shown among the vectors' rests.
+    assert REGISTRY.get_sample_value(rests, {"work": "vectors"}) == pytest.approx(before + waited)
 
 
 def _queued_sweeps() -> list[dict[str, Any]]:
