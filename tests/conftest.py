@@ -159,6 +159,18 @@ def start_worker(
     return worker
 
 
+@pytest.fixture
+def no_queued_embedding() -> Iterator[None]:
+    """Neither an embedding task nor its once-queued mark left by an earlier test: the queue
+    then holds exactly what this test caused."""
+    from ingestion.tasks import EMBED_SCHEDULED_KEY
+
+    redis = get_redis()
+    redis.delete("embedding", EMBED_SCHEDULED_KEY)
+    yield
+    redis.delete("embedding", EMBED_SCHEDULED_KEY)
+
+
 def stop_worker(worker: subprocess.Popen[bytes]) -> None:
     worker.send_signal(signal.SIGTERM)  # Celery's warm shutdown stops its pool itself
     try:

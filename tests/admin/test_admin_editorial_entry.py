@@ -18,15 +18,12 @@ from ingestion.api import MAX_BODY_BYTES
 from ingestion.models import Listing, QuarantinedItem, Source, SourceRecord
 from ingestion.tasks import EMBED_SCHEDULED_KEY
 from resilience.redis_clients import get_redis
-from tests.admin.test_admin_edits import no_queued_embedding
 from tests.admin_pages import EDITORS, OPS, client_of, make_roles, member_of
 from tests.factories import source
 from tests.search_fixtures import search_json
 
 if TYPE_CHECKING:  # the test client's response type exists only in django-stubs
     from django.test.client import _MonkeyPatchedWSGIResponse as TestResponse
-
-__all__ = ["no_queued_embedding"]  # a fixture, used by name
 
 TITLE = "Lantern parade on the quay"
 CSV = (

@@ -4,7 +4,6 @@ A change to a field the embedded text is not made of leaves the vectors alone.""
 
 import inspect
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from ingestion import generations, merging
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
 from ingestion.indexing import embed_pending_batch
 from ingestion.models import Listing, ListingEmbedding, Source, SourceRecord
-from ingestion.tasks import EMBED_SCHEDULED_KEY
 from ingestion.text import EMBEDDED_FIELDS, embedding_text
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
@@ -74,16 +72,6 @@ def _found_by(body: dict[str, Any], listing: Listing) -> set[str]:
         if result["id"] == listing.pk
         for stage in result["matched"]
     }
-
-
-@pytest.fixture
-def no_queued_embedding() -> Iterator[None]:
-    """Neither an embedding task nor its once-queued mark left by an earlier test: the queue
-    then holds exactly what this test caused."""
-    redis = get_redis()
-    redis.delete("embedding", EMBED_SCHEDULED_KEY)
-    yield
-    redis.delete("embedding", EMBED_SCHEDULED_KEY)
 
 
 def test_the_embedded_fields_are_all_the_embedded_text_is_made_of() -> None:

@@ -367,15 +367,8 @@ def _queued_sweeps() -> list[dict[str, Any]]:
     return [json.loads(base64.b64decode(json.loads(m)["body"]))[1] for m in messages]
 
 
-@pytest.fixture
-def empty_embedding_queue() -> Iterator[None]:
-    get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
-    yield
-    get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
-
-
 @pytest.mark.django_db(transaction=True)  # the sweep's lanes connect on their own
-@pytest.mark.usefixtures("empty_embedding_queue")
+@pytest.mark.usefixtures("no_queued_embedding")
 def test_a_new_sweep_claims_what_arrived_while_it_gathered_and_a_continuing_one_never_waits(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
