@@ -9,9 +9,9 @@ import redis
 from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
 
 from ingestion import generations, indexing, pacing, polling, scheduling
+from ingestion.postgres_outage import RETRIED_WHILE_POSTGRES_IS_DOWN, tried_until_postgres_answers
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
@@ -19,17 +19,6 @@ logger = logging.getLogger(__name__)
 # Set while an embedding sweep is queued and not yet started (schedule_embedding); whoever
 # purges the queues must drop it too, or no sweep is queued until it expires.
 EMBED_SCHEDULED_KEY = redis_keys.EMBED_SCHEDULED
-
-# A task that could not reach Postgres changed nothing (a batch is one transaction, and
-# applying it again changes nothing either), so it is retried until Postgres is back
-# rather than acknowledged as failed, which would lose the batch: after 1, 2, 4 ... s,
-# at most 30 s apart, for about ten minutes.
-RETRIED_WHILE_POSTGRES_IS_DOWN: dict[str, Any] = {
-    "autoretry_for": (OperationalError, InterfaceError),
-    "retry_backoff": 1,
-    "retry_backoff_max": 30,
-    "max_retries": 25,
-}
 
 
 @shared_task
@@ -41,6 +30,7 @@ def poll_due_sources() -> int:
 
 
 @shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
+@tried_until_postgres_answers
 def poll_source(source_id: int, force: bool = False) -> str:
     poll = polling.poll_source(source_id, force=force)
     if poll.new or poll.updated:
@@ -49,6 +39,7 @@ def poll_source(source_id: int, force: bool = False) -> str:
 
 
 @shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
+@tried_until_postgres_answers
 def embed_pending(gather: bool = True) -> int:
     """Embed batches until none are left or this task's time slice is used up; a new
     sweep (`gather`) first gathers what arrives while searches do (pacing.gather).

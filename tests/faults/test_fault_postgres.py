@@ -1,11 +1,13 @@
 """Postgres stopped under load and started again (issue 12, item 3): searches fail fast
 and visibly meanwhile (a 503 with Retry-After within 100 ms, none hung), the system
 serves normally again soon after Postgres is back, with its pool whole, and the ingestion
-batch queued during the outage is applied exactly once.
+batch queued during the outage is applied exactly once; the worker waiting for Postgres
+with that batch outlives a broker restart meanwhile.
 
 The app, its worker and their Postgres and Valkey are the test's own (a copy of the test
 database), so stopping Postgres leaves the session's server alone."""
 
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.conf import settings
+from redis import Redis
 
 from ingestion.models import Source
 from ingestion.polling import poll_source
@@ -59,6 +62,7 @@ class Stack:
     valkey: PrivateValkey
     source_id: int
     feed: Path
+    worker: subprocess.Popen[bytes]
 
 
 def _feed(version: str) -> bytes:
@@ -76,7 +80,7 @@ def stack(child_env: dict[str, str], test_database_url: str, tmp_path: Path) -> 
         worker = start_worker(private.env, name="pg-fault-worker", queues="ingestion")
         try:
             with serving(private.env) as app:
-                yield Stack(app, private.postgres, private.valkey, source.pk, feed)
+                yield Stack(app, private.postgres, private.valkey, source.pk, feed, worker)
         finally:
             stop_worker(worker)
 
@@ -88,6 +92,17 @@ def _polls_ok(url: str, source_id: int) -> int:
             [source_id],
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+def _versions(url: str, source_id: int) -> list[tuple[str, int, int]]:
+    """The source's listings by description and version: applied once, all in one."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT l.description, l.content_version, count(*) FROM ingestion_listing l"
+            " JOIN ingestion_sourcerecord r ON r.listing_id = l.id WHERE r.source_id = %s"
+            " GROUP BY 1, 2",
+            [source_id],
+        ).fetchall()
 
 
 def test_postgres_stopped_fails_fast_recovers_and_applies_each_batch_once(stack: Stack) -> None:
@@ -130,16 +145,41 @@ def test_postgres_stopped_fails_fast_recovers_and_applies_each_batch_once(stack:
 
     wait_until(lambda: _polls_ok(stack.postgres.url, stack.source_id) == 2, 30, "the batch")
     with psycopg.connect(stack.postgres.url) as conn:
-        versions = conn.execute(
-            "SELECT l.description, l.content_version, count(*) FROM ingestion_listing l"
-            " JOIN ingestion_sourcerecord r ON r.listing_id = l.id WHERE r.source_id = %s"
-            " GROUP BY 1, 2",
-            [stack.source_id],
-        ).fetchall()
         connections = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
             [SEARCH_CONNECTIONS],
         ).fetchone()
+    versions = _versions(stack.postgres.url, stack.source_id)
     assert versions == [("Details v2", 2, ITEMS)], "the batch was lost or applied twice"
     assert connections is not None
     assert 1 <= connections[0] <= settings.SEARCH_POOL_SIZE, "the search pool not whole again"
+
+
+def test_a_batch_waiting_for_postgres_outlives_a_broker_restart(stack: Stack) -> None:
+    """Postgres stopped with a poll queued, then Valkey stopped and started while the
+    worker waits to apply it: the worker reconnects and applies the batch once Postgres
+    is back. When the poll waited as a Celery countdown, the worker held that message
+    unacknowledged, and losing the broker's connection made it exit ("Unrecoverable
+    error"), the batch stranded until the visibility timeout."""
+    stack.feed.write_bytes(_feed("v2"))
+    stack.postgres.stop()
+    broker = Redis.from_url(stack.valkey.url)
+    with celery_app.connection_for_write(stack.valkey.broker_url) as connection:
+        celery_app.send_task(poll_source_task.name, (stack.source_id,), connection=connection)
+    # Taken by the worker, which cannot apply it yet: the queue is empty, the message held.
+    wait_until(
+        lambda: broker.llen("ingestion") == 0 and broker.hlen("unacked") == 1, 10, "the poll taken"
+    )
+    stack.valkey.stop()
+    stack.valkey.start()
+    stack.postgres.start()
+
+    wait_until(
+        lambda: (
+            stack.worker.poll() is not None or _polls_ok(stack.postgres.url, stack.source_id) == 2
+        ),
+        60,
+        "the batch, or the worker's end",
+    )
+    assert stack.worker.poll() is None, "the worker exited while the broker was away"
+    assert _versions(stack.postgres.url, stack.source_id) == [("Details v2", 2, ITEMS)]
