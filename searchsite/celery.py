@@ -61,7 +61,12 @@ app.conf.update(
         # Each source has its own interval; this only asks which ones are due.
         "poll-due-sources": {"task": "ingestion.tasks.poll_due_sources", "schedule": 15.0},
         # A safety sweep: embedding is normally queued by the poll that changed listings.
-        "embed-pending": {"task": "ingestion.tasks.embed_pending", "schedule": 60.0},
+        # It gathers nothing first: what it is for already waits.
+        "embed-pending": {
+            "task": "ingestion.tasks.embed_pending",
+            "schedule": 60.0,
+            "kwargs": {"gather": False},
+        },
         "refresh-vocabulary": {"task": "retrieval.tasks.refresh_vocabulary", "schedule": 300.0},
         # A listing added, withdrawn or moved is suggested as it is from the next refresh
         # on (a text whose listings have all ended is dropped at once, by the statement).

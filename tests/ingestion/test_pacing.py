@@ -30,6 +30,7 @@ from ingestion.polling import ingest_payload
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
 from resilience.search_pressure import QUIET, Pressure
+from searchsite.celery import app as celery_app
 from tests.factories import FakeClock, draft, source
 
 SLICE_S = 0.05  # the model's time for one slice of texts, as the fake clock counts it
@@ -374,7 +375,8 @@ def test_a_new_sweep_claims_what_arrived_while_it_gathered_and_a_continuing_one_
 ) -> None:
     """The task's own function and the real model: a listing that arrives while a new
     sweep gathers is embedded by that sweep. A sweep whose time slice ran out queues its
-    continuation, which does not gather: what it will find is already waiting."""
+    continuation, which does not gather: what it will find is already waiting; nor does
+    beat's safety sweep."""
     generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS).pk
     feed = source()
 
@@ -400,3 +402,5 @@ def test_a_new_sweep_claims_what_arrived_while_it_gathered_and_a_continuing_one_
     get_redis().delete("embedding", tasks.EMBED_SCHEDULED_KEY)
     tasks.schedule_embedding()  # a poll's: a new sweep, which gathers
     assert _queued_sweeps() == [{"gather": True}]
+    beat = celery_app.conf.beat_schedule["embed-pending"]
+    tasks.embed_pending(**beat["kwargs"])  # beat's safety sweep: nothing to gather for
