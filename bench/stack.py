@@ -292,7 +292,8 @@ SLOW_PARTS = {
 def server_metrics(base_url: str) -> Probe:
     """From the web server's /metrics: stages running now (`retrieval_in_flight`, by
     stage), listings waiting for their embedding, its waits for a pooled connection and
-    requests shed at the door so far, and of each stage and each kind of answer, how many
+    requests shed at the door so far, what each pacer let through in each mode, and of
+    each stage and each kind of answer, how many
     so far and how many of them slow (SLOW_PARTS: `<part>_total`, `<part>_slow_total`)."""
     connections = Connections(base_url, limit=1)
 
@@ -311,6 +312,9 @@ def server_metrics(base_url: str) -> Probe:
                     found[f"server_in_flight_{sample.labels['stage']}"] = sample.value
                 elif sample.name == "ingestion_embeddings_pending":
                     found["embeddings_pending"] = sample.value
+                elif sample.name == "ingestion_paced_total":  # what each pacer let through
+                    key = f"paced_{sample.labels['work']}_{sample.labels['mode']}_total"
+                    found[key] = sample.value
                 elif sample.name in SERVER_TOTALS:  # summed over labels (the door's surface)
                     key = SERVER_TOTALS[sample.name]
                     found[key] = found.get(key, 0.0) + sample.value

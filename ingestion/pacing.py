@@ -180,11 +180,7 @@ class Pacer:
             if now - self._read_at < POLL_S:
                 return self._last
             self._read_at = now  # this poll's: another thread meanwhile uses the last
-        try:
-            pressure = self._pressure()
-        except (redis.RedisError, ValueError, KeyError) as exc:
-            logger.debug("search pressure unreadable (%s): yielding", type(exc).__name__)
-            pressure = UNKNOWN
+        pressure = pressure_or_unknown(self._pressure)
         with self._lock:
             self._last = pressure
             if pressure is not UNKNOWN:  # else the share stays: nothing is known of searches
@@ -233,7 +229,7 @@ def gather(
     pressure: Callable[[], Pressure] = read_pressure,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> float:
+) -> None:
     """Before a sweep's first claim: while searches arrive (or their pressure cannot be
     read), wait EMBED_GATHER_S, and less if they go quiet meanwhile, so that the listings
     arriving in that time go into this sweep. A sweep's claims, commits and model calls
@@ -242,20 +238,22 @@ def gather(
     Postgres +0.01-0.02 of a core instead of +0.06-0.08 (docs/decisions/vector-work-yields-
     to-searches.md). It waits in the task, not as a Celery countdown: a worker holding a
     countdown's message when Valkey stopped exited instead of reconnecting. The wait counts
-    among the vectors' rests (`ingestion_paced_rest_seconds_total`). Returns the seconds
-    waited."""
-    started = clock()
-    until = started + settings.EMBED_GATHER_S
-    while (now := clock()) < until:
-        try:
-            if pressure().quiet:
-                break
-        except (redis.RedisError, ValueError, KeyError) as exc:
-            logger.debug("search pressure unreadable (%s): gathering", type(exc).__name__)
+    among the vectors' rests (`ingestion_paced_rest_seconds_total`)."""
+    until = clock() + settings.EMBED_GATHER_S
+    while (now := clock()) < until and not pressure_or_unknown(pressure).quiet:
         wait = min(POLL_S, until - now)
         metrics.PACED_REST.labels(work="vectors").inc(wait)
         sleep(wait)
-    return clock() - started
+
+
+def pressure_or_unknown(pressure: Callable[[], Pressure]) -> Pressure:
+    """The search pressure, or UNKNOWN (searches arriving, none slow) when it cannot be
+    read: searches first."""
+    try:
+        return pressure()
+    except (redis.RedisError, ValueError, KeyError) as exc:
+        logger.debug("search pressure unreadable (%s): yielding", type(exc).__name__)
+        return UNKNOWN
 
 
 def report_pace(pace: Pace) -> None:

@@ -8,19 +8,19 @@ import pytest
 from django.db import OperationalError
 
 from ingestion.postgres_outage import tried_until_postgres_answers
+from tests.factories import FakeClock
 
 
-class Clock:
+class Clock(FakeClock):
+    """A fake clock that also keeps what it was asked to sleep."""
+
     def __init__(self) -> None:
-        self.now = 0.0
+        super().__init__(0.0)
         self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self.now += seconds
+        self.advance(seconds)
 
 
 def failing(times: int, clock: Clock) -> tuple[list[float], Callable[[str], str]]:
