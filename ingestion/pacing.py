@@ -5,14 +5,17 @@ Work goes in slices (the sweep's model work, a few texts at a time; a payload's 
 a chunk of drafts at a time), and each slice asks the pacer first:
 - searches quiet (none admitted in the last few tenths of a second, or no web process):
   the slice runs at once, the sweep at full speed;
-- searches arriving: the sweep works at most `share` of the time, resting after each slice
-  for as long as the slice took times (1 - share) / share. The share halves while more
-  searches than the policy allows were slow, and grows back while none were. Model work
-  on idle cores (ingestion/idle_cores.py) rests at a fixed share of its own instead: it
-  takes only CPU searches leave, but that is not free to them (caches and memory are
-  shared), and slow searches need not shrink it;
-- whatever the share, the floor: `floor_per_s` listings a second still go through, so the
-  vector lag stays bounded under pressure that never ends.
+- searches arriving: the floor, `floor_per_s` listings a second, let through as credit
+  accrues, so the slices come at a steady interval; the vector lag stays bounded under
+  pressure that never ends, and grows no faster than the backlog above the floor;
+- where the policy gives the work a `share` (a payload's listings; the vectors only if
+  EMBED_BUSY_SHARE is set), also at most that share of the time, resting after each slice
+  for as long as it took times (1 - share) / share. The share halves while more searches
+  than the policy allows were slow, and grows back while none were. Model work on idle
+  cores (ingestion/idle_cores.py) rests at a fixed share of its own instead.
+The vectors get no share by default: beside searches at 0.5 and 0.7 of the capacity limit,
+the share's work moved their p99 more than the floor's steady slices did at the same or a
+higher rate (docs/decisions/vector-work-yields-to-searches.md).
 An unreadable pressure (Redis down) counts as searches arriving: searches first, and the
 floor still holds. While searches arrive, a sweep someone queued waits a little before its
 first claim (`gather`), so that a trickle's listings go into one sweep, not one sweep each.
@@ -20,8 +23,8 @@ first claim (`gather`), so that a trickle's listings go into one sweep, not one 
 The pacer only waits between slices, so it backs off within one slice's time (a tenth of a
 second or so) and resumes within one poll of the pressure. Work that must not wait where
 it runs (the sweep's vector writes, HNSW inserts on pages the vector searches read, done
-while their listings are locked) is charged to the pacer instead: the next slice rests
-for it, so the share covers both of the sweep's threads.
+while their listings are locked) is charged to the pacer instead: where there is a share,
+the next slice rests for it, so the share covers both of the sweep's threads.
 """
 
 import enum
@@ -46,6 +49,8 @@ logger = logging.getLogger(__name__)
 # How often the pressure is read again: a slice never waits longer than this to notice
 # that searches went quiet.
 POLL_S = 0.1
+# A wait shorter than this would be spent on rounding (the credit a hair short of a slice).
+SHORTEST_WAIT_S = 0.001
 # The share's smallest value, as a fraction of the policy's: below it only the floor
 # matters.
 SMALLEST_SHARE = 1 / 32
@@ -71,7 +76,9 @@ class Mode(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PacePolicy:
-    busy_share: float  # the most of the time the work runs while searches arrive
+    busy_share: (
+        float  # the most of the time the work runs while searches arrive; 0: the floor alone
+    )
     slow_share: float  # past this share of slow searches, the work's share halves
     floor_per_s: float  # listings a second, whatever the pressure
     # The share it starts at, of busy_share: the vector sweep starts cautious, at the
@@ -144,8 +151,8 @@ class Pacer:
         """Count work that ran without asking (it could not wait where it ran) against the
         share, or a fixed `share`: the next slice rests for it."""
         with self._lock:
-            if self.mode != Mode.FULL:
-                share = self.share if share is None else share
+            share = self.share if share is None else share
+            if self.mode != Mode.FULL and share > 0:  # else only the floor lets work through
                 start = max(self._rest_until, self._clock())
                 self._rest_until = start + seconds * (1 - share) / share
 
@@ -159,7 +166,7 @@ class Pacer:
                     self._let_through(Mode.FULL, items)
                     return
                 self._accrue(now, items)
-                if now >= self._rest_until:
+                if self.share > 0 and now >= self._rest_until:
                     self._credit = max(0.0, self._credit - items)
                     self._let_through(Mode.SHARED, items)
                     return
@@ -167,9 +174,16 @@ class Pacer:
                     self._credit -= items
                     self._let_through(Mode.FLOOR, items)
                     return
-                wait = min(POLL_S, self._rest_until - now)
+                wait = min(POLL_S, max(SHORTEST_WAIT_S, self._until_admitted(now, items)))
             metrics.PACED_REST.labels(work=self._work).inc(wait)
             self._sleep(wait)
+
+    def _until_admitted(self, now: float, items: int) -> float:
+        """How long until the floor's credit, or the share's rest, lets `items` through."""
+        waits = [self._rest_until - now] if self.share > 0 else []
+        if self._policy.floor_per_s > 0:
+            waits.append((items - self._credit) / self._policy.floor_per_s)
+        return min(waits, default=POLL_S)
 
     def _read(self) -> Pressure:
         """The pressure, read again once a poll; the share follows what it says. Redis is

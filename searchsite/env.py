@@ -63,12 +63,14 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
 
 
-def env_share(name: str, default: float) -> float:
+def env_share(name: str, default: float, *, none: bool = False) -> float:
     """A share of the time, more than 0 and at most 1: work that rests for its time x
-    (1 - share) / share would divide by 0 at 0, and rest a negative time past 1."""
+    (1 - share) / share would divide by 0 at 0, and rest a negative time past 1. With
+    `none`, 0 is allowed too, where it means no share at all (the pacer's floor alone)."""
     value = env_float(name, default)
-    if not 0 < value <= 1:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a share: more than 0, at most 1")
+    if value < 0 or value > 1 or (value == 0 and not none):
+        bound = "at least 0" if none else "more than 0"
+        raise ImproperlyConfigured(f"{name}={value!r} is not a share: {bound}, at most 1")
     return value
 
 

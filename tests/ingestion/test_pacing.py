@@ -4,6 +4,7 @@ signal and resuming within one poll of its end, and the floor's progress under p
 that never ends. The pressure is injected and the clock is a test's: nothing sleeps."""
 
 import base64
+import itertools
 import json
 import os
 import threading
@@ -44,7 +45,7 @@ class Work:
     """Slices of vector work through a pacer on a fake clock: each slice takes SLICE_S,
     each rest advances the clock by what it rests."""
 
-    def __init__(self, pressure: "Pressure | None" = None) -> None:
+    def __init__(self, pressure: "Pressure | None" = None, policy: PacePolicy = POLICY) -> None:
         self.clock = FakeClock(0.0)
         self.signal: Pressure = pressure or QUIET
         self.rested = 0.0
@@ -54,7 +55,7 @@ class Work:
             self.rested += seconds
             self.clock.advance(seconds)
 
-        self.pacer = Pacer(lambda: self.signal, POLICY, clock=self.clock, sleep=sleep)
+        self.pacer = Pacer(lambda: self.signal, policy, clock=self.clock, sleep=sleep)
 
     def run_until(self, end: float) -> None:
         while self.clock() < end:
@@ -111,6 +112,36 @@ def test_slow_searches_shrink_the_share_and_the_floor_holds_under_pressure_witho
     for start in range(10, 120, 10):
         done = work.items_between(start, start + 10)
         assert POLICY.floor_per_s * 10 * 0.9 <= done <= POLICY.floor_per_s * 10 * 1.6 + SLICE
+
+
+def test_without_a_share_searches_arriving_get_the_floor_in_slices_at_a_steady_interval() -> None:
+    """The vectors' default: no share. Searches arriving, slices go only as the floor's
+    credit allows, one every SLICE / floor_per_s seconds, within a poll of the signal;
+    searches quiet, at full speed again within a poll."""
+    policy = PacePolicy(busy_share=0.0, slow_share=0.01, floor_per_s=20.0)
+    work = Work(policy=policy)
+    work.run_until(5.0)
+    work.signal = BUSY
+    signalled = work.clock()
+    work.run_until(65.0)
+    assert work.mode() is Mode.FLOOR
+    # Backed off within a poll of the signal (a slice in hand ends first): after that,
+    # nothing until the floor's credit makes a slice.
+    interval = SLICE / policy.floor_per_s
+    later = [at for at in work.starts if at > signalled + POLL_S + SLICE_S]
+    assert later[0] - signalled >= interval - SLICE_S
+    # Steady: every slice starts a slice's worth of credit after the last; no run of
+    # slices back to back, no long rest.
+    gaps = [b - a for a, b in itertools.pairwise(later)]
+    assert all(gap == pytest.approx(interval, abs=0.002) for gap in gaps), gaps
+    assert work.items_between(5.0, 65.0) / 60.0 == pytest.approx(policy.floor_per_s, rel=0.1)
+
+    work.signal = QUIET
+    quiet_at = work.clock()
+    work.run_until(70.0)
+    resumed_by = min(at for at in work.starts if at >= quiet_at) - quiet_at
+    assert resumed_by <= POLL_S + SLICE_S
+    assert work.mode() is Mode.FULL
 
 
 def test_a_pressure_that_cannot_be_read_counts_as_searches_arriving() -> None:

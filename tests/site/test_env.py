@@ -33,16 +33,30 @@ def test_a_share_that_would_divide_by_zero_or_rest_backwards_is_refused(
         env_share("SOME_SHARE", 0.25)
 
 
-@pytest.mark.parametrize("name", ["EMBED_BUSY_SHARE", "EMBED_IDLE_SHARE", "INGEST_BUSY_SHARE"])
-def test_the_pacers_shares_are_refused_at_start_up_outside_their_bounds(name: str) -> None:
-    """A share of 0 would otherwise surface as a ZeroDivisionError in a sweep, later."""
+def test_a_share_that_may_be_none_takes_zero_and_no_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOME_SHARE", "0")
+    assert env_share("SOME_SHARE", 0.25, none=True) == 0.0
+    monkeypatch.setenv("SOME_SHARE", "-0.5")
+    with pytest.raises(ImproperlyConfigured, match="at least 0"):
+        env_share("SOME_SHARE", 0.25, none=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("EMBED_IDLE_SHARE", "0"), ("INGEST_BUSY_SHARE", "0"), ("EMBED_BUSY_SHARE", "-0.5")],
+)
+def test_the_pacers_shares_are_refused_at_start_up_outside_their_bounds(
+    name: str, value: str
+) -> None:
+    """A share of 0 would otherwise surface as a ZeroDivisionError in a sweep, later (the
+    vectors' busy share may be 0: none, the floor alone)."""
     loaded = subprocess.run(
         [sys.executable, "-c", "import searchsite.settings"],
         cwd=REPO,
-        env={**os.environ, name: "0"},
+        env={**os.environ, name: value},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert loaded.returncode != 0
-    assert f"{name}=0.0 is not a share" in loaded.stderr
+    assert f"{name}={float(value)!r} is not a share" in loaded.stderr
