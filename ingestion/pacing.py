@@ -76,9 +76,8 @@ class Mode(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PacePolicy:
-    busy_share: (
-        float  # the most of the time the work runs while searches arrive; 0: the floor alone
-    )
+    # The most of the time the work runs while searches arrive; 0: none, the floor alone.
+    busy_share: float
     slow_share: float  # past this share of slow searches, the work's share halves
     floor_per_s: float  # listings a second, whatever the pressure
     # The share it starts at, of busy_share: the vector sweep starts cautious, at the
