@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from typing import Any, ParamSpec, TypeVar
 
+from celery import shared_task
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 logger = logging.getLogger(__name__)
@@ -32,13 +33,17 @@ FIRST_PAUSE_S = 1.0
 LONGEST_PAUSE_S = 30.0
 RETRIES = 10
 
-# The Celery options of a task whose work is wrapped in `tried_until_postgres_answers`:
-# what is still unreachable after a delivery's wait is retried at once.
-RETRIED_WHILE_POSTGRES_IS_DOWN: dict[str, Any] = {
-    "autoretry_for": UNREACHABLE,
-    "retry_kwargs": {"countdown": 0},
-    "max_retries": RETRIES,
-}
+
+def task_outliving_postgres_outages(work: Callable[P, R]) -> Any:
+    """A Celery task of `work`: tried in the task while Postgres cannot be reached
+    (`tried_until_postgres_answers`), and what is still unreachable after a delivery's wait
+    retried at once, as a new message. One decorator, so that no task has one half."""
+    options: dict[str, Any] = {
+        "autoretry_for": UNREACHABLE,
+        "retry_kwargs": {"countdown": 0},
+        "max_retries": RETRIES,
+    }
+    return shared_task(**options)(tried_until_postgres_answers(work))
 
 
 def tried_until_postgres_answers(

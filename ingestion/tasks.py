@@ -11,7 +11,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 
 from ingestion import generations, indexing, pacing, polling, scheduling
-from ingestion.postgres_outage import RETRIED_WHILE_POSTGRES_IS_DOWN, tried_until_postgres_answers
+from ingestion.postgres_outage import task_outliving_postgres_outages
 from resilience import redis_keys
 from resilience.redis_clients import get_redis
 
@@ -29,8 +29,7 @@ def poll_due_sources() -> int:
     return len(due)
 
 
-@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
-@tried_until_postgres_answers
+@task_outliving_postgres_outages
 def poll_source(source_id: int, force: bool = False) -> str:
     poll = polling.poll_source(source_id, force=force)
     if poll.new or poll.updated:
@@ -38,8 +37,7 @@ def poll_source(source_id: int, force: bool = False) -> str:
     return str(poll.status)
 
 
-@shared_task(**RETRIED_WHILE_POSTGRES_IS_DOWN)  # type: ignore[untyped-decorator]  # options untyped
-@tried_until_postgres_answers
+@task_outliving_postgres_outages
 def embed_pending(gather: bool = True) -> int:
     """Embed batches until none are left or this task's time slice is used up; a new
     sweep (`gather`) first gathers what arrives while searches do (pacing.gather).
