@@ -26,6 +26,7 @@ while the other is written and the next is claimed.
 import dataclasses
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -147,16 +148,23 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
     embedded once, however many claims share it; the others are reused. Texts go to the
     model in slices of similar lengths (sorted first, so a slice pads no more than the
     whole claim would), each when `pacer` lets it, on cores searches leave idle
-    (ingestion/idle_cores.py)."""
-    texts = sorted(dict.fromkeys(c.text for c in claims if c.reused is None), key=len)
+    (ingestion/idle_cores.py). The pacer counts listings, not texts: each listing's vector
+    is a write on the graph searches read, however it was made; the listings whose vectors
+    were reused are let through after the others, before their claim is written."""
+    listings = Counter(c.text for c in claims if c.reused is None)
+    texts = sorted(listings, key=len)
     made: dict[str, np.ndarray] = {}
     for part in _slices(texts):
-        made.update(zip(part, _embedded(model, part, pacer), strict=True))
+        vectors = _embedded(model, part, sum(listings[text] for text in part), pacer)
+        made.update(zip(part, vectors, strict=True))
+    if pacer is not None and (reused := len(claims) - listings.total()):
+        pacer.admit(reused)
     return np.stack([made[c.text] if c.reused is None else c.reused for c in claims])
 
 
-def _embedded(model: Embedder, texts: list[str], pacer: Pacer | None) -> np.ndarray:
-    """`texts`' vectors, when `pacer` lets them through. On idle cores the model takes
+def _embedded(model: Embedder, texts: list[str], listings: int, pacer: Pacer | None) -> np.ndarray:
+    """`texts`' vectors, those of `listings` listings, when `pacer` lets them through. On
+    idle cores the model takes
     only CPU that searches leave, and its time is charged at EMBED_IDLE_SHARE, not at the
     share slow searches shrink: idle cores are not free (the model there at half a core
     moved the p99 of searches beside it by +19 %, at a quarter by +2 %; docs/reliability.md,
@@ -166,10 +174,10 @@ def _embedded(model: Embedder, texts: list[str], pacer: Pacer | None) -> np.ndar
     if pacer is None:
         return model.embed_documents(texts)
     if not settings.EMBED_IDLE_CLASS:
-        with pacer.slice(len(texts)):
+        with pacer.slice(listings):
             return model.embed_documents(texts)
     patience_s = settings.EMBED_IDLE_PATIENCE_MS / 1000
-    with pacer.slice(len(texts), share=settings.EMBED_IDLE_SHARE):
+    with pacer.slice(listings, share=settings.EMBED_IDLE_SHARE):
         return on_idle_cores(lambda: model.embed_documents(texts), patience_s, pacer.charge)
 
 

@@ -5,9 +5,12 @@ Work goes in slices (the sweep's model work, a few texts at a time; a payload's 
 a chunk of drafts at a time), and each slice asks the pacer first:
 - searches quiet (none admitted in the last few tenths of a second, or no web process):
   the slice runs at once, the sweep at full speed;
-- searches arriving: the floor, `floor_per_s` listings a second, let through as credit
-  accrues, so the slices come at a steady interval; the vector lag stays bounded under
-  pressure that never ends, and grows no faster than the backlog above the floor;
+- searches arriving: the floor, let through as credit accrues, so the slices come at a
+  steady interval: the policy's `floor_per_s` listings a second, or for the vectors what
+  the listings waiting need to have their vectors within EMBED_CATCH_UP_S of the oldest
+  one's fetch (`catch_up_rate`), whichever is more. The vector lag stays bounded under
+  pressure that never ends, and searches pay for no more vector work a second than the
+  freshness objective asks;
 - where the policy gives the work a `share` (a payload's listings; the vectors only if
   EMBED_BUSY_SHARE is set), also at most that share of the time, resting after each slice
   for as long as it took times (1 - share) / share. The share halves while more searches
@@ -40,6 +43,7 @@ import redis
 from django.conf import settings
 
 from ingestion import metrics
+from ingestion.embedding_lag import EmbeddingLag, embedding_lag
 from resilience import redis_keys, search_pressure
 from resilience.redis_clients import fast_redis
 from resilience.search_pressure import Pressure
@@ -66,6 +70,9 @@ REPORT_EVERY_S = 2.0
 PACE_TTL_S = 5
 # Read pressure that is unknown: as if searches arrived, none of them slow.
 UNKNOWN = Pressure(float("inf"), 0.0)
+# A backlog already past EMBED_CATCH_UP_S is cleared within this share of it more, not all
+# at once: the floor then grows at most tenfold over what the objective asked.
+LATE_SHARE = 0.1
 
 
 class Mode(enum.StrEnum):
@@ -79,7 +86,7 @@ class PacePolicy:
     # The most of the time the work runs while searches arrive; 0: none, the floor alone.
     busy_share: float
     slow_share: float  # past this share of slow searches, the work's share halves
-    floor_per_s: float  # listings a second, whatever the pressure
+    floor_per_s: float  # listings a second at the least, whatever the pressure
     # The share it starts at, of busy_share: the vector sweep starts cautious, at the
     # smallest, and earns the rest while searches stay fast; a payload's listings, whose
     # lexical freshness is measured in seconds, start at the whole of it.
@@ -101,10 +108,11 @@ class PacePolicy:
 
 @dataclass(frozen=True)
 class Pace:
-    """What a sweep's pacer last said: its mode and its share of the time."""
+    """What a sweep's pacer last said: its mode, its share of the time and its floor."""
 
     mode: Mode
     share: float
+    floor_per_s: float
 
 
 class Pacer:
@@ -116,9 +124,14 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
         report: Callable[[Pace], None] = lambda pace: None,
         work: str = "vectors",
+        need: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._work = work  # the metrics' label: "vectors" or "listings"
         self._pressure, self._policy, self._clock, self._sleep = pressure, policy, clock, sleep
+        # Listings a second the backlog needs, read with the pressure: the floor is at
+        # least that.
+        self._need = need
+        self.floor_per_s = policy.floor_per_s
         self._report = report
         self._reported_at = float("-inf")
         self._lock = threading.Lock()
@@ -141,7 +154,7 @@ class Pacer:
         the time it took against the pacer's share, or against a fixed `share` of its own:
         work that takes only CPU searches leave (ingestion/idle_cores.py) is not held to
         the share slow searches shrink, but it is not free to them either."""
-        self._admit(items)
+        self.admit(items)
         started = self._clock()
         yield
         self.charge(self._clock() - started, share)
@@ -155,7 +168,9 @@ class Pacer:
                 start = max(self._rest_until, self._clock())
                 self._rest_until = start + seconds * (1 - share) / share
 
-    def _admit(self, items: int) -> None:
+    def admit(self, items: int) -> None:
+        """Wait until `items` listings' work may run: for work not timed here (a claim's
+        vectors made before, whose writes still cost the searches)."""
         while True:
             pressure = self._read()
             with self._lock:
@@ -180,8 +195,8 @@ class Pacer:
     def _until_admitted(self, now: float, items: int) -> float:
         """How long until the floor's credit, or the share's rest, lets `items` through."""
         waits = [self._rest_until - now] if self.share > 0 else []
-        if self._policy.floor_per_s > 0:
-            waits.append((items - self._credit) / self._policy.floor_per_s)
+        if self.floor_per_s > 0:
+            waits.append((items - self._credit) / self.floor_per_s)
         return min(waits, default=POLL_S)
 
     def _read(self) -> Pressure:
@@ -194,8 +209,10 @@ class Pacer:
                 return self._last
             self._read_at = now  # this poll's: another thread meanwhile uses the last
         pressure = pressure_or_unknown(self._pressure)
+        need = self._need()
         with self._lock:
             self._last = pressure
+            self.floor_per_s = max(self._policy.floor_per_s, need)
             if pressure is not UNKNOWN:  # else the share stays: nothing is known of searches
                 self._steer(now, pressure)
         return pressure
@@ -220,8 +237,8 @@ class Pacer:
     def _accrue(self, now: float, items: int) -> None:
         # At most one slice's worth, or one second's, is kept: a quiet spell's credit would
         # otherwise let a burst through all at once when searches come back.
-        cap = max(float(items), self._policy.floor_per_s)
-        self._credit = min(cap, self._credit + (now - self._credit_at) * self._policy.floor_per_s)
+        cap = max(float(items), self.floor_per_s)
+        self._credit = min(cap, self._credit + (now - self._credit_at) * self.floor_per_s)
         self._credit_at = now
 
     def _let_through(self, mode: Mode, items: int) -> None:
@@ -231,7 +248,7 @@ class Pacer:
         now = self._clock()
         if changed or now - self._reported_at >= REPORT_EVERY_S:
             self._reported_at = now
-            self._report(Pace(mode, self.share))
+            self._report(Pace(mode, self.share, self.floor_per_s))
 
 
 def read_pressure() -> Pressure:
@@ -271,7 +288,9 @@ def pressure_or_unknown(pressure: Callable[[], Pressure]) -> Pressure:
 
 def report_pace(pace: Pace) -> None:
     try:
-        value = json.dumps({"mode": pace.mode.value, "share": pace.share})
+        value = json.dumps(
+            {"mode": pace.mode.value, "share": pace.share, "floor": pace.floor_per_s}
+        )
         fast_redis().set(redis_keys.VECTOR_PACE, value, ex=PACE_TTL_S)
     except redis.RedisError as exc:  # the ops page says "not known" meanwhile
         logger.debug("vector pace not reported (%s)", type(exc).__name__)
@@ -286,13 +305,30 @@ def reported_pace(client: redis.Redis) -> Pace | None:
     if not isinstance(raw, bytes):
         return None
     found = json.loads(raw)
-    return Pace(Mode(found["mode"]), float(found["share"]))
+    return Pace(Mode(found["mode"]), float(found["share"]), float(found["floor"]))
 
 
 def sweep_pacer() -> Pacer:
-    """A pacer for one sweep, by the settings and the web processes' published pressure,
-    reporting its pace for the ops page."""
-    return Pacer(read_pressure, PacePolicy.for_vectors(), report=report_pace)
+    """A pacer for one sweep, by the settings, the web processes' published pressure and
+    the listings waiting for their vectors, reporting its pace for the ops page."""
+    return Pacer(read_pressure, PacePolicy.for_vectors(), report=report_pace, need=backlog_rate)
+
+
+def backlog_rate() -> float:
+    return catch_up_rate(embedding_lag(), settings.EMBED_CATCH_UP_S)
+
+
+def catch_up_rate(lag: EmbeddingLag | None, within_s: float) -> float:
+    """Listings a second that give every listing waiting its vector within `within_s` of
+    the oldest one's fetch: at that rate from now on, the last is done as the oldest comes
+    due. A floor sized so does a 5,000-listing burst in about the objective's time, and no
+    sooner, whatever the searches leave: beside searches at half the capacity limit the
+    vectors' work moved their p99 by more the more of it there was a second
+    (docs/decisions/vector-work-yields-to-searches.md). 0 with nothing waiting, the lag
+    unknown, or `within_s` 0 (the configured floor alone)."""
+    if lag is None or lag.pending == 0 or lag.oldest_s is None or within_s <= 0:
+        return 0.0
+    return lag.pending / max(within_s - lag.oldest_s, within_s * LATE_SHARE)
 
 
 def payload_pacer() -> Pacer:

@@ -81,7 +81,6 @@ def ops_page(request: HttpRequest) -> HttpResponse:
         "sections": sections,
         "now": state,
         "at": now,
-        "floor_per_s": settings.EMBED_FLOOR_PER_S,
     }
     return render(request, "ops/ops.html", context)
 

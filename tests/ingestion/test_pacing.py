@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,10 +23,11 @@ from pytest_django.fixtures import Settings
 
 from ingestion import batches, generations, indexing, tasks
 from ingestion.embedding import DIMENSIONS, MODEL_NAME
+from ingestion.embedding_lag import EmbeddingLag
 from ingestion.idle_cores import on_idle_cores
 from ingestion.indexing import embed_pending
 from ingestion.models import Listing, ListingEmbedding, Poll
-from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer, gather
+from ingestion.pacing import POLL_S, RECOVER_S, Mode, PacePolicy, Pacer, catch_up_rate, gather
 from ingestion.polling import ingest_payload
 from ingestion.upsert import apply_draft
 from resilience.redis_clients import get_redis
@@ -45,7 +46,12 @@ class Work:
     """Slices of vector work through a pacer on a fake clock: each slice takes SLICE_S,
     each rest advances the clock by what it rests."""
 
-    def __init__(self, pressure: "Pressure | None" = None, policy: PacePolicy = POLICY) -> None:
+    def __init__(
+        self,
+        pressure: "Pressure | None" = None,
+        policy: PacePolicy = POLICY,
+        need: "Callable[[], float] | None" = None,
+    ) -> None:
         self.clock = FakeClock(0.0)
         self.signal: Pressure = pressure or QUIET
         self.rested = 0.0
@@ -55,7 +61,9 @@ class Work:
             self.rested += seconds
             self.clock.advance(seconds)
 
-        self.pacer = Pacer(lambda: self.signal, policy, clock=self.clock, sleep=sleep)
+        self.pacer = Pacer(
+            lambda: self.signal, policy, clock=self.clock, sleep=sleep, need=need or (lambda: 0.0)
+        )
 
     def run_until(self, end: float) -> None:
         while self.clock() < end:
@@ -142,6 +150,58 @@ def test_without_a_share_searches_arriving_get_the_floor_in_slices_at_a_steady_i
     resumed_by = min(at for at in work.starts if at >= quiet_at) - quiet_at
     assert resumed_by <= POLL_S + SLICE_S
     assert work.mode() is Mode.FULL
+
+
+def test_the_floor_rises_to_what_the_backlog_needs_and_falls_back_with_it() -> None:
+    """Searches arriving, no share: slices go at the backlog's need while it is above the
+    configured floor, read again each poll, and at the floor once it is not."""
+    policy = PacePolicy(busy_share=0.0, slow_share=0.01, floor_per_s=10.0)
+    needs = [40.0]
+    work = Work(BUSY, policy, need=lambda: needs[-1])
+    work.run_until(30.0)
+    assert work.items_between(5.0, 30.0) / 25.0 == pytest.approx(40.0, rel=0.05)
+    assert work.pacer.floor_per_s == 40.0
+    needs.append(0.0)
+    work.run_until(60.0)
+    assert work.items_between(35.0, 60.0) / 25.0 == pytest.approx(policy.floor_per_s, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    ("pending", "oldest_s", "within_s", "rate"),
+    [
+        (5000, 0.0, 240.0, 5000 / 240),  # a burst just fetched: done as the objective ends
+        (2500, 120.0, 240.0, 2500 / 120),  # halfway, on time: the same pace
+        (1000, 300.0, 240.0, 1000 / 24),  # late: within a tenth of the objective more
+        (0, None, 240.0, 0.0),  # nothing waiting
+        (5000, 0.0, 0.0, 0.0),  # switched off: the configured floor alone
+    ],
+)
+def test_the_backlog_needs_what_clears_it_within_the_objective(
+    pending: int, oldest_s: float | None, within_s: float, rate: float
+) -> None:
+    assert catch_up_rate(EmbeddingLag(pending, oldest_s), within_s) == pytest.approx(rate)
+    assert catch_up_rate(None, within_s) == 0.0  # the lag unknown
+
+
+def test_the_floor_counts_listings_those_whose_vectors_were_reused_included() -> None:
+    """Searches arriving, no share, a floor of 20 listings a second: a claim of 64
+    listings of 16 texts, 16 more of a text made before, goes through the floor as 80
+    listings (4 s of its credit), not as 16 texts."""
+    policy = PacePolicy(busy_share=0.0, slow_share=0.01, floor_per_s=20.0)
+    work = Work(BUSY, policy)
+    made_before = np.ones(DIMENSIONS, dtype=np.float32)
+    claims = [
+        indexing._Claim(n, 1, "active", 1, f"Organ recital {n % 16:03}", "feed", None)
+        for n in range(64)
+    ] + [
+        indexing._Claim(64 + n, 1, "active", 1, "Harp", "feed", None, made_before)
+        for n in range(16)
+    ]
+    started = work.clock()
+    vectors = indexing._vectors(ClassRecorder(work.clock), claims, work.pacer)  # type: ignore[arg-type]
+    assert len(vectors) == 80
+    assert (vectors[64:] == made_before).all()
+    assert work.clock() - started >= 80 / policy.floor_per_s - POLL_S
 
 
 def test_a_pressure_that_cannot_be_read_counts_as_searches_arriving() -> None:
