@@ -8,9 +8,10 @@ a chunk of drafts at a time), and each slice asks the pacer first:
 - searches arriving: the floor, let through as credit accrues, so the slices come at a
   steady interval: the policy's `floor_per_s` listings a second, or for the vectors what
   the listings waiting need to have their vectors within EMBED_CATCH_UP_S of the oldest
-  one's fetch (`catch_up_rate`), whichever is more. The vector lag stays bounded under
-  pressure that never ends, and searches pay for no more vector work a second than the
-  freshness objective asks;
+  one's fetch (`catch_up_rate`), whichever is more, and never more than
+  EMBED_CATCH_UP_MOST_PER_S. The vector lag stays bounded under pressure that never ends,
+  searches pay for no more vector work a second than the freshness objective asks, and a
+  stream of listings past that bound makes the lag grow, not the searches wait;
 - where the policy gives the work a `share` (a payload's listings; the vectors only if
   EMBED_BUSY_SHARE is set), also at most that share of the time, resting after each slice
   for as long as it took times (1 - share) / share. The share halves while more searches
@@ -70,9 +71,6 @@ REPORT_EVERY_S = 2.0
 PACE_TTL_S = 5
 # Read pressure that is unknown: as if searches arrived, none of them slow.
 UNKNOWN = Pressure(float("inf"), 0.0)
-# A backlog already past EMBED_CATCH_UP_S is cleared within this share of it more, not all
-# at once: the floor then grows at most tenfold over what the objective asked.
-LATE_SHARE = 0.1
 
 
 class Mode(enum.StrEnum):
@@ -315,20 +313,24 @@ def sweep_pacer() -> Pacer:
 
 
 def backlog_rate() -> float:
-    return catch_up_rate(embedding_lag(), settings.EMBED_CATCH_UP_S)
+    return catch_up_rate(
+        embedding_lag(), settings.EMBED_CATCH_UP_S, settings.EMBED_CATCH_UP_MOST_PER_S
+    )
 
 
-def catch_up_rate(lag: EmbeddingLag | None, within_s: float) -> float:
+def catch_up_rate(lag: EmbeddingLag | None, within_s: float, most_per_s: float) -> float:
     """Listings a second that give every listing waiting its vector within `within_s` of
-    the oldest one's fetch: at that rate from now on, the last is done as the oldest comes
-    due. A floor sized so does a 5,000-listing burst in about the objective's time, and no
-    sooner, whatever the searches leave: beside searches at half the capacity limit the
-    vectors' work moved their p99 by more the more of it there was a second
+    the oldest one's fetch (at that rate from now on, the last is done as the oldest comes
+    due), and never more than `most_per_s`, the oldest already late included. A floor sized
+    so does a 5,000-listing burst in about the objective's time, and no sooner, whatever
+    the searches leave: beside searches at half the capacity limit the vectors' work moved
+    their p99 by more the more of it there was a second
     (docs/decisions/vector-work-yields-to-searches.md). 0 with nothing waiting, the lag
     unknown, or `within_s` 0 (the configured floor alone)."""
     if lag is None or lag.pending == 0 or lag.oldest_s is None or within_s <= 0:
         return 0.0
-    return lag.pending / max(within_s - lag.oldest_s, within_s * LATE_SHARE)
+    left = within_s - lag.oldest_s
+    return most_per_s if left <= 0 else min(most_per_s, lag.pending / left)
 
 
 def payload_pacer() -> Pacer:

@@ -218,8 +218,9 @@ EMBED_TASK_SLICE_S = env_float("EMBED_TASK_SLICE_S", 30.0)
 # in slices of EMBED_PACE_SLICE texts, a slice at a time as the floor allows: the floor is
 # the listings a second that give every listing waiting its vector within EMBED_CATCH_UP_S
 # of the oldest one's fetch (a 5,000-listing burst within 5 minutes at half the capacity
-# limit, issue 35), and at least EMBED_FLOOR_PER_S listings a second; while searches are
-# quiet, at full speed. EMBED_BUSY_SHARE above 0 gives it
+# limit, issue 35), at least EMBED_FLOOR_PER_S and at most EMBED_CATCH_UP_MOST_PER_S
+# listings a second (a stream past that makes the vectors' lag grow, not the searches
+# wait); while searches are quiet, at full speed. EMBED_BUSY_SHARE above 0 gives it
 # up to that share of the time on top, halved while more than EMBED_SLOW_SHARE of the last
 # second's searches took longer than SEARCH_PRESSURE_SLOW_MS (the vector budget) and grown
 # back while none did: 0 by default, since that share's work moved the searches' p99 more
@@ -230,6 +231,7 @@ EMBED_BUSY_SHARE = env_share("EMBED_BUSY_SHARE", 0.0, none=True)
 EMBED_SLOW_SHARE = env_float("EMBED_SLOW_SHARE", 0.01)
 EMBED_FLOOR_PER_S = env_float("EMBED_FLOOR_PER_S", 10.0)
 EMBED_CATCH_UP_S = env_float("EMBED_CATCH_UP_S", 240.0)
+EMBED_CATCH_UP_MOST_PER_S = env_float("EMBED_CATCH_UP_MOST_PER_S", 25.0)
 # The model's slices run on a thread of Linux's SCHED_IDLE class, on cores searches leave
 # idle; one not done there within EMBED_IDLE_PATIENCE_MS (every core busy) is done at the
 # worker's own priority, so the floor holds (ingestion/idle_cores.py). While searches

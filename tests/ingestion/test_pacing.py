@@ -171,16 +171,19 @@ def test_the_floor_rises_to_what_the_backlog_needs_and_falls_back_with_it() -> N
     [
         (5000, 0.0, 240.0, 5000 / 240),  # a burst just fetched: done as the objective ends
         (2500, 120.0, 240.0, 2500 / 120),  # halfway, on time: the same pace
-        (1000, 300.0, 240.0, 1000 / 24),  # late: within a tenth of the objective more
+        (8000, 0.0, 240.0, 25.0),  # more than the most a second: the lag grows instead
+        (1000, 200.0, 240.0, 25.0),  # behind: the most, not all at once
+        (1000, 300.0, 240.0, 25.0),  # late
         (0, None, 240.0, 0.0),  # nothing waiting
         (5000, 0.0, 0.0, 0.0),  # switched off: the configured floor alone
     ],
 )
-def test_the_backlog_needs_what_clears_it_within_the_objective(
+def test_the_backlog_needs_what_clears_it_within_the_objective_up_to_a_most(
     pending: int, oldest_s: float | None, within_s: float, rate: float
 ) -> None:
-    assert catch_up_rate(EmbeddingLag(pending, oldest_s), within_s) == pytest.approx(rate)
-    assert catch_up_rate(None, within_s) == 0.0  # the lag unknown
+    lag = EmbeddingLag(pending, oldest_s)
+    assert catch_up_rate(lag, within_s, most_per_s=25.0) == pytest.approx(rate)
+    assert catch_up_rate(None, within_s, most_per_s=25.0) == 0.0  # the lag unknown
 
 
 def test_the_floor_counts_listings_those_whose_vectors_were_reused_included() -> None:
