@@ -164,13 +164,12 @@ def _vectors(model: Embedder, claims: list["_Claim"], pacer: Pacer | None = None
 
 def _embedded(model: Embedder, texts: list[str], listings: int, pacer: Pacer | None) -> np.ndarray:
     """`texts`' vectors, those of `listings` listings, when `pacer` lets them through. On
-    idle cores the model takes
-    only CPU that searches leave, and its time is charged at EMBED_IDLE_SHARE, not at the
-    share slow searches shrink: idle cores are not free (the model there at half a core
-    moved the p99 of searches beside it by +19 %, at a quarter by +2 %; docs/reliability.md,
-    "Which part of the vector work moves the tail"). The part the sweep's own thread does
-    when the idle thread is starved runs in the worker's class, charged at the pacer's
-    share on top."""
+    idle cores the model takes only CPU that searches leave, and its time is charged at
+    EMBED_IDLE_SHARE, not at the share slow searches shrink: idle cores are not free (the
+    model there at half a core moved the p99 of searches beside it by +19 %, at a quarter
+    by +2 %; docs/reliability.md, "Which part of the vector work moves the tail"). The part
+    the sweep's own thread does when the idle thread is starved runs in the worker's
+    class, charged at the pacer's share on top."""
     if pacer is None:
         return model.embed_documents(texts)
     if not settings.EMBED_IDLE_CLASS:
