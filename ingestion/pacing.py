@@ -303,7 +303,10 @@ def reported_pace(client: redis.Redis) -> Pace | None:
     if not isinstance(raw, bytes):
         return None
     found = json.loads(raw)
-    return Pace(Mode(found["mode"]), float(found["share"]), float(found["floor"]))
+    # A worker of the release before reported no floor (for the few seconds its report
+    # lives after a deploy): its floor was the setting.
+    floor = found.get("floor", settings.EMBED_FLOOR_PER_S)
+    return Pace(Mode(found["mode"]), float(found["share"]), float(floor))
 
 
 def sweep_pacer() -> Pacer:

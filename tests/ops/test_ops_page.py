@@ -2,12 +2,14 @@
 just did, a degraded one included, from the roll-ups this process flushes as the page
 loads. Through the real view, Postgres, Valkey and the real model."""
 
+import json
 import math
 import re
 from collections.abc import Callable
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from django.utils import timezone
@@ -19,6 +21,8 @@ from ingestion.models import Listing, QuarantinedItem, Source
 from ingestion.pacing import Mode, Pace, report_pace
 from ops.history import interpolated
 from ops.rollup_writer import RollupWriter
+from resilience import redis_keys
+from resilience.redis_clients import fast_redis
 from tests import factories, ops_personas
 from tests.conftest import SHORT_TIMEOUT_MS
 from tests.search_fixtures import about_results, embeddings_locked, search_json
@@ -152,3 +156,7 @@ def test_the_page_says_when_vector_work_yields_to_searches(client: Client) -> No
     # The floor the sweep last reported: what its backlog needed, not the setting.
     report_pace(Pace(Mode.FLOOR, 0.01, 21.4))
     assert vector_work() == "yielding to searches: its floor, 21 listings a second"
+    # As a worker of the release before reported it, without its floor: the setting's.
+    fast_redis().set(redis_keys.VECTOR_PACE, json.dumps({"mode": "floor", "share": 0.01}))
+    floor = f"{settings.EMBED_FLOOR_PER_S:.0f}"
+    assert vector_work() == f"yielding to searches: its floor, {floor} listings a second"
