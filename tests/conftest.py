@@ -180,8 +180,11 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
         worker.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def celery_worker(child_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    # One per test, stopped before the test's database is flushed: a worker asks for a
+    # sweep as it starts, and a sweep still reading the tables deadlocked with the flush's
+    # TRUNCATE; the failed flush then left the next test an earlier test's generation.
     worker = start_worker(child_env, name="test-worker")
     yield worker
     stop_worker(worker)
