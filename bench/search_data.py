@@ -56,7 +56,7 @@ _LISTING_DEFAULTS = "\t".join(
 
 @dataclass(frozen=True)
 class IndexBuild:
-    """How the generation's HNSW index was built after the rows were loaded."""
+    """How an HNSW index was built."""
 
     seconds: float
     peak_mb: float  # the building backend's and its parallel workers' own memory, at most
@@ -286,10 +286,19 @@ def _copy_chunk(cursor: Any, listings: list[str], embeddings: list[str]) -> None
 
 
 def _index(raw: Any, generation: IndexGeneration) -> IndexBuild:
-    """The generation's HNSW index built in one statement, timed, its memory sampled.
-    Parallel workers (BENCH_PARALLEL_WORKERS, 1 by default: on two cores the leader and
-    one worker) each hold their part; maintenance_work_mem is the whole build's."""
-    with raw.cursor() as cursor:
+    """The generation's HNSW index built in one statement after the rows."""
+    built = timed_index_build(
+        raw, generations.hnsw_index_sql(generation.pk, DIMENSIONS, generation.vector_type)
+    )
+    raw.commit()
+    return built
+
+
+def timed_index_build(conn: Any, statement: str) -> IndexBuild:
+    """An index built by `statement`, timed, its memory sampled. Parallel workers
+    (BENCH_PARALLEL_WORKERS, 1 by default: on two cores the leader and one worker) each
+    hold their part; maintenance_work_mem is the whole build's."""
+    with conn.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (backend,) = cursor.fetchone()
         cursor.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
@@ -300,15 +309,12 @@ def _index(raw: Any, generation: IndexGeneration) -> IndexBuild:
         sampler.start()
         started = time.perf_counter()
         try:
-            cursor.execute(
-                generations.hnsw_index_sql(generation.pk, DIMENSIONS, generation.vector_type)
-            )
+            cursor.execute(statement)
         finally:
             done.set()
             sampler.join()
         seconds = time.perf_counter() - started
         cursor.execute("RESET maintenance_work_mem; RESET max_parallel_maintenance_workers")
-    raw.commit()
     return IndexBuild(seconds, peak[0], BUILD_MEMORY, BUILD_WORKERS)
 
 
