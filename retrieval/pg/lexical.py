@@ -1,14 +1,14 @@
 """Lexical retrieval in Postgres: BM25 over a bounded candidate pool from the GIN
 indexes, and spelling correction against the vocabulary of titles, venues and aliases.
 
-Candidates, read only through the full-text indexes:
+Candidates, read only through indexes (never the table in full):
 
 1. Listings matching the query as typed (websearch_to_tsquery: every term, phrases and
    negations as written): those whose *title* matches first (the likeliest answers), then
    matches anywhere, up to POOL in all, as one lazy `UNION ALL ... LIMIT`: when titles
    alone fill it, the whole-text index is never scanned. The title matches are the first
-   in the table's order, read from the table itself where the terms are common enough
-   for that to cost less than the index's whole list of them (SEQUENTIAL_COST).
+   in order of their rows, read from the titles' own index where the terms are common
+   enough for that to cost less than the GIN index's whole list of them (SEQUENTIAL_COST).
 2. Only when those are fewer than a page (k), and the query has no phrase or negation of
    its own (retrieval.query.parse.requires_every_term): listings matching *some* terms,
    read per term, rarest first and at most PER_TERM each. Requiring every term found
@@ -70,18 +70,25 @@ PER_TERM = 250
 # Cranfield dev, 0.2 kept recall@10 at 0.409 (0.1: 0.398, 0.05: 0.377).
 GENERATOR_SHARE = 0.2
 # A query whose terms are in a large share s of the titles ("drop-in", "tour") fills its
-# pool of title matches after reading about POOL / s listings in the table's order, where
-# the GIN index reads every match first: 485,000 entries, 74 ms, for "drop" at 1,000,000
-# listings. Reading a listing and matching its title cost about as much as SEQUENTIAL_COST
-# entries of the index (1 µs against 90 ns there), so the table is read in order when
-# POOL / s x SEQUENTIAL_COST is less than the entries the index would read, s the terms'
-# shares of titles multiplied (the term statistics count titles too). The index skips
-# through the commoner terms' entries to the rarer's: it reads about the rarest term's
-# entries times the terms (measured: "church drop" as 244,000, "architecture tour" as
-# 64,000 entries of a single term). Either way the pool is the first matches in the table's
-# order. Reading stops after READ_FACTOR times the rows expected (terms that appear
-# together less often than apart, a filter that passes few, statistics out of date), and
-# then the index reads the pool.
+# pool of title matches after reading about POOL / s titles in order, where the GIN index
+# reads every match first: 485,000 entries, 74 ms, for "drop" at 1,000,000 listings. The
+# titles are read from their own index (listing_active_titles: each active listing's id
+# and title terms, in the order of the ids), not from the table, whose rows the read had
+# to walk past their descriptions to reach the title's terms: "drop open house" read its
+# 18,000 rows in 15 ms, its index entries in 5. The titles are read in order when POOL / s
+# x SEQUENTIAL_COST is less than the entries the GIN index would read, s the terms' shares
+# of titles multiplied (the term statistics count titles too). The GIN index skips through
+# the commoner terms' entries to the rarer's: it reads about the rarest term's entries
+# times the terms (measured: "church drop" as 244,000, "architecture tour" as 64,000
+# entries of a single term). SEQUENTIAL_COST was the table's row against a GIN entry (1 µs
+# against 90 ns); a title entry and its match cost 0.25 µs, which would make it 3, but at
+# 3 the stage's p50 at 1,000,000 listings was 5.8 ms against 3.8-4.4 ms at 6, 11 and 20
+# (terms that appear together less often than apart are then read in order before the
+# index reads them anyway): 11 is kept. Either way the pool is the first matches in order
+# of their rows: the ids' order, which is the table's for rows never moved since added.
+# Reading stops after READ_FACTOR times the titles expected (terms that appear together
+# less often than apart, a filter that passes few, statistics out of date), and then the
+# GIN index reads the pool.
 SEQUENTIAL_COST = 11
 READ_FACTOR = 4
 
@@ -150,12 +157,19 @@ common AS MATERIALIZED (
     ) AS chosen
 ),
 title_read AS MATERIALIZED (
-    -- The title matches in the table's order, read without the index (ts_match_vq is
-    -- what @@ calls; called by name, no index can serve it), at most `reads` rows.
+    -- The title matches in the order of their ids, read from the titles' own index
+    -- (listing_active_titles) without the full-text one (ts_match_vq is what @@ calls;
+    -- called by name, no index can serve it), at most `reads` entries; each match's row
+    -- then looked up by its id.
     SELECT {candidate}
-    FROM (SELECT * FROM ingestion_listing
-          WHERE (SELECT yes FROM common) LIMIT (SELECT reads FROM common)) AS l, q
-    WHERE ts_match_vq(l.title_vector, q.tsq){showable}
+    FROM (SELECT t.id
+          FROM (SELECT id, title_vector FROM ingestion_listing
+                WHERE (SELECT yes FROM common) AND status = 'active'
+                  AND audience = %(audience)s
+                ORDER BY id LIMIT (SELECT reads FROM common)) AS t, q
+          WHERE ts_match_vq(t.title_vector, q.tsq)) AS matched
+    CROSS JOIN LATERAL (SELECT * FROM ingestion_listing l WHERE l.id = matched.id) AS l
+    WHERE true{showable}
     LIMIT %(pool)s
 ),
 read_enough AS MATERIALIZED (SELECT count(*) >= %(pool)s AS yes FROM title_read),
@@ -401,12 +415,10 @@ class PgLexicalIndex:
             # The statement's plan shape never depends on the text, but with partial
             # matches Postgres judged a generic plan dearer than a custom one and planned
             # every execution again (0.46 ms of a 2.7 ms median at 100,000 listings).
-            # The table read in order must start at its first page every time, and alone:
-            # a scan joining another under way, or split among workers, would find
-            # another pool for the same query.
+            # The titles read in order are read by one process: split among workers,
+            # the read would find another pool for the same query.
             local={
                 "plan_cache_mode": "force_generic_plan",
-                "synchronize_seqscans": "off",
                 "max_parallel_workers_per_gather": "0",
             },
             prepared=prepared,
