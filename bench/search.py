@@ -524,6 +524,7 @@ def main() -> None:
         from ingestion.embedding import DIMENSIONS, MODEL_NAME, get_embedder
         from retrieval.hybrid import CANDIDATES_PER_RESULT
         from retrieval.pg.pool import close_pools, conninfo
+        from retrieval.warming.warm_up import warm_up
 
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
         generation = generations.ensure_active_generation(MODEL_NAME, DIMENSIONS)
@@ -549,6 +550,13 @@ def main() -> None:
                 f" {built.parallel_workers} parallel workers)"
             )
         print_sizes(args.listings, generations.hnsw_index_name(generation))
+        # What `manage.py bootstrap` does before a deployment takes traffic: the relations
+        # a search reads, read into memory, the HNSW index last. Without it every figure
+        # was a cold server's (bench/faults_warming.py measures that): at 1,000,000
+        # listings and ef_search 800 the first round's slow reads opened the vector
+        # breaker over a tenth of the searches measured.
+        prewarmed = warm_up().prewarmed
+        print(f"warmed up: {sum(prewarmed.values()):,} blocks of {len(prewarmed)} relations")
         qs = queries(args.queries, base_records)
         embedder = get_embedder()
         embeddings = {q: embedder.embed_query(q) for q in set(qs)}
