@@ -323,7 +323,8 @@ SEARCH_CLEANUP_BOUND_MS = env_float("SEARCH_CLEANUP_BOUND_MS", 1000.0)
 SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)
 # How each generation's HNSW index is built. At 100,000 listings, ef_construction 200
 # against pgvector's default 64: recall@10 at ef_search 40 0.68 -> 0.87, 0.07 ms more per
-# search, a build three times as long (docs/benchmarks.md).
+# search, a build three times as long (docs/benchmarks.md). m 32 found no more of the
+# true neighbours at 1,000,000 listings (docs/decisions/hnsw-graph-keeps-m-16.md).
 SEARCH_HNSW_M = env_int("SEARCH_HNSW_M", 16)
 SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
 # What a new generation's HNSW index holds: the vectors in half precision, an index of 57 %

@@ -2,7 +2,7 @@
 reads a common query's title matches from in order (retrieval/pg/lexical.py): reading the
 table itself walked each row's description and its search vector to reach the title's,
 15 ms for the 18,000 rows "drop open house" takes at 1,000,000 listings, against 5 ms
-from this index (docs/decisions/common-queries-read-the-table-in-order.md).
+from this index (docs/decisions/common-queries-read-titles-in-order.md).
 
 Built concurrently: a plain CREATE INDEX would hold every write to the listings until it
 is built."""
