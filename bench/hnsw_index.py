@@ -94,17 +94,16 @@ def main() -> None:
         generation = generations.active_generation()
         if generation is None:
             sys.exit("no active generation: build the database with bench/search.py first")
-        own = Index(
-            generations.hnsw_index_name(generation),
-            generation.vector_type,
-            settings.SEARCH_HNSW_M,
-            settings.SEARCH_HNSW_EF_CONSTRUCTION,
-        )
+        own_name = generations.hnsw_index_name(generation)
+        own = Index(own_name, generation.vector_type, *_built_with(conninfo(), own_name))
         kind = args.type or own.kind
         m = args.m or own.m
         ef_construction = args.ef_construction or own.ef_construction
         if (kind, m, ef_construction) == (own.kind, own.m, own.ef_construction):
-            sys.exit("the index beside must differ from the generation's: --type, --m or both")
+            sys.exit(
+                "the index beside must differ from the generation's:"
+                " --type, --m or --ef-construction"
+            )
         other = Index(
             f"listing_embedding_hnsw_{kind}_m{m}_ef{ef_construction}_g{generation.pk}",
             kind,
@@ -174,6 +173,15 @@ def main() -> None:
                     f"  latency p50 {percentile(latency, 0.5):6.2f}"
                     f" p99 {percentile(latency, 0.99):6.2f} ms"
                 )
+
+
+def _built_with(url: str, index: str) -> tuple[int, int]:
+    """The `m` and `ef_construction` the index was built with: the settings' may have
+    changed since."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT reloptions FROM pg_class WHERE oid = %s::regclass", [index])
+        options = dict(option.split("=") for option in (row.fetchone() or [None])[0] or [])
+    return int(options.get("m", 16)), int(options.get("ef_construction", 64))  # pgvector's
 
 
 def _nearest(
