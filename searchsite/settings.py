@@ -318,15 +318,17 @@ SEARCH_CAPACITY_PER_S = env_float("SEARCH_CAPACITY_PER_S", 0.0) or None
 # frozen one never (retrieval/pg/statement.py).
 SEARCH_CLEANUP_BOUND_MS = env_float("SEARCH_CLEANUP_BOUND_MS", 1000.0)
 # 80, not 40: CACM dev's vector recall@10 0.270 -> 0.302, the others unchanged, for a
-# statement bounded by it (docs/quality.md). A graph of 1,000,000 listings needs 800 for
-# recall@10 0.95 (docs/benchmarks.md): set it with the corpus.
+# statement bounded by it (docs/quality.md). A graph of 1,000,000 listings needs 400 for
+# recall@10 0.95 (800 if built with ef_construction 200; docs/benchmarks.md): set it with
+# the corpus.
 SEARCH_HNSW_EF_SEARCH = env_int("SEARCH_HNSW_EF_SEARCH", 80)
-# How each generation's HNSW index is built. At 100,000 listings, ef_construction 200
-# against pgvector's default 64: recall@10 at ef_search 40 0.68 -> 0.87, 0.07 ms more per
-# search, a build three times as long (docs/benchmarks.md). m 32 found no more of the
-# true neighbours at 1,000,000 listings (docs/decisions/hnsw-graph-keeps-m-16.md).
+# How each generation's HNSW index is built. ef_construction 400 against 200: recall@10
+# at ef_search 80 0.930 -> 0.984 at 100,000 listings and 0.692 -> 0.786 at 1,000,000, at
+# the same search's cost, for a build twice as long
+# (docs/decisions/hnsw-graphs-built-with-ef-construction-400.md). m 32 found no more of
+# the true neighbours at 1,000,000 listings (docs/decisions/hnsw-graph-keeps-m-16.md).
 SEARCH_HNSW_M = env_int("SEARCH_HNSW_M", 16)
-SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 200)
+SEARCH_HNSW_EF_CONSTRUCTION = env_int("SEARCH_HNSW_EF_CONSTRUCTION", 400)
 # What a new generation's HNSW index holds: the vectors in half precision, an index of 57 %
 # of the size with the same recall and a faster search at 100,000 and 1,000,000 listings
 # (docs/decisions/hnsw-indexes-hold-half-precision.md). A generation keeps the type it was
