@@ -10,13 +10,12 @@ and worst, the slowest `--shown`, and the p50 and p99 of every timed search.
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import SHARED_DATA, percentile, running
 from listings import records
-from search import queries
+from search import lexical_stage_ms, queries
 
 
 def main() -> None:
@@ -29,30 +28,19 @@ def main() -> None:
     with running(args.data_dir):
         import uvloop
 
-        from retrieval.bounds.deadline import SearchDeadline
-        from retrieval.hybrid import CANDIDATES_PER_RESULT
-        from retrieval.pg.lexical import PgLexicalIndex
         from retrieval.pg.pool import close_pools
-        from retrieval.query.parse import parse_query
-        from retrieval.service import budget_policy
 
         data_dir = SHARED_DATA if SHARED_DATA.exists() else None
         distinct = list(dict.fromkeys(queries(args.queries, records(2000, data_dir))))
-        policy = budget_policy()
 
         async def run() -> dict[str, list[float]]:
             taken: dict[str, list[float]] = {q: [] for q in distinct}
             try:
                 for round_ in range(args.rounds + 1):
                     for q in distinct:
-                        query = parse_query(q, "10")
-                        limit = query.k * CANDIDATES_PER_RESULT
-                        began = time.perf_counter()
-                        await PgLexicalIndex().search(
-                            query, limit, SearchDeadline.planned(policy).stages
-                        )
+                        took = await lexical_stage_ms(q)
                         if round_:  # the first round reads what the later ones find cached
-                            taken[q].append((time.perf_counter() - began) * 1000)
+                            taken[q].append(took)
             finally:
                 await close_pools()
             return taken

@@ -129,7 +129,6 @@ async def in_process(
     from retrieval.bounds.deadline import Deadline, SearchDeadline
     from retrieval.hybrid import CANDIDATES_PER_RESULT, hybrid_search
     from retrieval.pg.generation import vector_type
-    from retrieval.pg.lexical import PgLexicalIndex
     from retrieval.pg.pool import connection
     from retrieval.pg.vector import PgVectorIndex
     from retrieval.query.parse import parse_query
@@ -161,12 +160,9 @@ async def in_process(
             modes[outcome.mode.value] = modes.get(outcome.mode.value, 0) + 1
 
     async def lexical(q: str, keep: bool) -> None:
-        query = parse_query(q, "10")
-        started = time.perf_counter()
-        limit = query.k * CANDIDATES_PER_RESULT
-        await PgLexicalIndex().search(query, limit, SearchDeadline.planned(policy).stages)
+        took = await lexical_stage_ms(q)
         if keep:
-            figures["lexical"].append((time.perf_counter() - started) * 1000)
+            figures["lexical"].append(took)
 
     async def vector(q: str, keep: bool) -> None:
         started = time.perf_counter()
@@ -219,6 +215,21 @@ async def in_process(
             for q in qs:
                 await block(q, keep=keep)
     return figures
+
+
+async def lexical_stage_ms(q: str) -> float:
+    """The lexical stage alone for `q`, as a search of 10 results asks it, in ms."""
+    from retrieval.bounds.deadline import SearchDeadline
+    from retrieval.hybrid import CANDIDATES_PER_RESULT
+    from retrieval.pg.lexical import PgLexicalIndex
+    from retrieval.query.parse import parse_query
+    from retrieval.service import budget_policy
+
+    query = parse_query(q, "10")
+    started = time.perf_counter()
+    limit = query.k * CANDIDATES_PER_RESULT
+    await PgLexicalIndex().search(query, limit, SearchDeadline.planned(budget_policy()).stages)
+    return (time.perf_counter() - started) * 1000
 
 
 def free_port() -> int:
