@@ -254,13 +254,48 @@ async def test_a_search_on_the_replica_survives_the_replay_of_a_conflicting_lock
     any search's deadline) instead of cancelling it ("conflict with recovery")."""
     await replicated.replayed()
     replica = _replica_conninfo(replicated.replica)
-    searching = asyncio.ensure_future(
+    searching = await _reading_listings(replica, for_s=0.5)
+    await sync_to_async(_lock_exclusively)(replicated.primary)
+    assert await searching == [(5,)]
+    await replicated.replayed()
+    conflicts = await sync_to_async(_position)(
+        replica,
+        "SELECT confl_lock FROM pg_stat_database_conflicts WHERE datname = current_database()",
+    )
+    assert conflicts == 0
+
+
+# Far above max_standby_streaming_delay's 1 s, far below Postgres's default of 30 s.
+REPLAY_HELD_AT_MOST_S = 10.0
+
+
+async def test_the_replay_of_a_conflicting_lock_waits_for_a_long_query_a_second_at_most(
+    replicated: Replicated,
+) -> None:
+    """max_standby_streaming_delay's other side: a query on the replica longer than any
+    search (an operator's) holds the replay of a conflicting lock back about a second, not
+    for as long as it runs: it is cancelled, and the replica replays on."""
+    await replicated.replayed()
+    replica = _replica_conninfo(replicated.replica)
+    long_read = await _reading_listings(replica, for_s=60.0)
+    started = time.monotonic()
+    await sync_to_async(_lock_exclusively)(replicated.primary)
+    with pytest.raises(psycopg.errors.SerializationFailure, match="conflict with recovery"):
+        await long_read
+    await replicated.replayed()
+    assert time.monotonic() - started < REPLAY_HELD_AT_MOST_S
+
+
+async def _reading_listings(replica: str, for_s: float) -> "asyncio.Future[list[Any]]":
+    """A query on the replica that reads the listings for `for_s`, once it holds its lock
+    on them (bounded wait)."""
+    reading = asyncio.ensure_future(
         sync_to_async(_rows, thread_sensitive=False)(
-            replica, "SELECT count(*) FROM ingestion_listing, pg_sleep(0.5)"
+            replica, f"SELECT count(*) FROM ingestion_listing, pg_sleep({for_s})"
         )
     )
 
-    async def reading() -> bool:
+    async def holding() -> bool:
         return (
             await sync_to_async(_position)(
                 replica,
@@ -271,15 +306,8 @@ async def test_a_search_on_the_replica_survives_the_replay_of_a_conflicting_lock
             > 0
         )
 
-    await eventually(reading, REPLAY_TIMEOUT_S, "the search on the replica to hold its lock")
-    await sync_to_async(_lock_exclusively)(replicated.primary)
-    assert await searching == [(5,)]
-    await replicated.replayed()
-    conflicts = await sync_to_async(_position)(
-        replica,
-        "SELECT confl_lock FROM pg_stat_database_conflicts WHERE datname = current_database()",
-    )
-    assert conflicts == 0
+    await eventually(holding, REPLAY_TIMEOUT_S, "the query on the replica to hold its lock")
+    return reading
 
 
 def _lock_exclusively(primary: str) -> None:
@@ -397,6 +425,40 @@ async def test_replica_unavailable_a_frozen_replica_costs_no_search_its_deadline
         for outcome in ("late", "error")
     )
     assert failed > 0
+
+
+async def test_replica_unavailable_a_replica_that_keeps_failing_is_cut_off_by_its_breaker(
+    replicated: Replicated, settings: Settings
+) -> None:
+    """A replica whose statements keep failing (here none is answered within a patience
+    too short for any) is tried until its breaker has seen REPLICA_BREAKER_MIN_CALLS of
+    them fail, and then no more: the searches after read the primary at once, saying so."""
+    await replicated.reading()
+    settings.SEARCH_REPLICA_PATIENCE_MS = 0.001
+    settings.REPLICA_BREAKER_MIN_CALLS = 5
+    settings.REPLICA_BREAKER_FAILURE_RATIO = 0.5
+    settings.REPLICA_BREAKER_WINDOW_S = 600.0
+    settings.REPLICA_BREAKER_COOLDOWN_S = 600.0  # not half-open again within the test
+    service.forget_wiring()  # the replicas' breaker policy is read as they are made
+    before = await scrape(replicated.client)
+
+    async def tried(at_least: float) -> bool:
+        body = await _search(replicated.client, "jazz")
+        assert "replica_unavailable" in about_results(body["reasons"]), body["reasons"]
+        return await failed_on_replica() >= at_least
+
+    async def failed_on_replica() -> float:
+        after = await scrape(replicated.client)
+        return sum(
+            after.total_since(before, "retrieval_replica_statements_total", outcome=outcome)
+            for outcome in ("late", "error")
+        )
+
+    await eventually(lambda: tried(5), REPLAY_TIMEOUT_S, "five statements failed on the replica")
+    cut_off_after = await failed_on_replica()
+    for _ in range(10):
+        assert not await tried(cut_off_after + 1)
+    assert await failed_on_replica() == cut_off_after
 
 
 async def test_an_editors_saved_change_is_found_by_that_editor_at_once(

@@ -1,4 +1,5 @@
-"""`make run` end to end: the supervisor on embedded services in a fresh directory."""
+"""`make run` end to end: the supervisor on embedded services in a fresh directory, with
+one streaming replica (`SEARCH_REPLICAS=1`)."""
 
 import json
 import os
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from searchsite import embedded
+from searchsite.embedded import replica as embedded_replica
 from tests.conftest import free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -40,9 +42,11 @@ class System:
         self.run_dir = run_dir
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        urls = ("DATABASE_URL", "REDIS_URL", "SEARCH_REPLICA_URLS")
+        self.env = {k: v for k, v in os.environ.items() if k not in urls}
         self.env |= {
             "SEARCHSITE_RUN_DIR": str(run_dir),
+            "SEARCH_REPLICAS": "1",
             "PORT": str(self.port),
             "ADMIN_PASSWORD": "a-long-test-password",
         }
@@ -80,8 +84,21 @@ def system(tmp_path: Path) -> Iterator[System]:
         system.interrupt()
 
 
-def test_make_run_serves_stops_cleanly_and_keeps_data(system: System) -> None:
+def test_make_run_with_a_replica_serves_stops_cleanly_and_keeps_data(system: System) -> None:
     system.start()
+    # SEARCH_REPLICAS=1: a streaming replica started beside the primary, and named.
+    printed = subprocess.run(
+        [sys.executable, "manage.py", "services"],
+        cwd=embedded.REPO_DIR,
+        env=system.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stdout + printed.stderr
+    replica = embedded_replica.url(embedded.replica_dir(system.run_dir, 1))
+    assert f"SEARCH_REPLICA_URLS={replica}\n" in printed.stdout
+    assert "replica-1: ok (replaying" in printed.stdout
     assert "Log in" in httpx.get(f"{system.base}/admin/login/", timeout=5).text
     assert httpx.get(f"{system.base}/metrics", timeout=5).status_code == 200
     # The demo data went through the real pipeline: the concert that both the demo feed and
