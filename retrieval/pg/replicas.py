@@ -165,6 +165,22 @@ class Replicas:
             lag = math.nan if replica.lag_s is None else replica.lag_s
             metrics.REPLICA_LAG.labels(server=server.name).set(lag)
 
+    async def check_until_known(self, within_s: float) -> None:
+        """Check, then check again every `check_s` while a replica that answers has a lag
+        not known yet, for at most `within_s`. The primary's flushed WAL can end inside a
+        record (its WAL writer flushes whole pages first), which no replica replays until
+        the rest is flushed, a WAL writer's round or a few later: until then a replica
+        that has replayed all it can is behind the first position sampled, and not known
+        to be close."""
+        give_up_at = self._clock() + within_s
+        await self.check()
+        while self._clock() < give_up_at and any(
+            replica.replayed is not None and replica.lag_s is None
+            for replica in self._replicas.values()
+        ):
+            await asyncio.sleep(self._check_s)
+            await self.check()
+
     def _lag(self, replayed: int, now: float) -> float | None:
         """How long ago the primary passed the first position `replayed` falls short
         of: 0 when it has replayed the latest; None when even the oldest position kept

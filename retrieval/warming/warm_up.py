@@ -56,6 +56,10 @@ SELECT EXISTS (
 # took 0.17-0.19 s here, the test suite running beside); past it the process takes
 # traffic with what it has.
 FILL_POOL_TIMEOUT_S = 5.0
+# How long the warm-up checks a replica again for its lag to be known: the tail of the
+# primary's WAL that it waits for is flushed within a WAL writer's round or a few (200 ms
+# each, by default); past this the first searches read the primary, and say why.
+REPLICA_LAGS_KNOWN_WITHIN_S = 1.0
 # Nothing holds a lock on these at start-up but a migration; not worth waiting for.
 PREWARM_LOCK_WAIT = "200ms"
 # What a search reads: the listings (lexical stage, hydration), their embeddings, and the
@@ -172,8 +176,9 @@ async def _searches() -> list[str]:
 
 async def _replicas_searched() -> None:
     """The same searches on every replica that answers a check: each has caches of its
-    own. Checked again after them, so that this process's first searches know where they
-    may read: a lag is told from two of the primary's positions at least (with one, a
+    own. Checked again after them, until every replica's lag is known or
+    REPLICA_LAGS_KNOWN_WITHIN_S passes, so that this process's first searches know where
+    they may read: a lag is told from two of the primary's positions at least (with one, a
     replica a moment behind it is not known to be close)."""
     replicas = configured_replicas()
     await replicas.check()
@@ -181,7 +186,7 @@ async def _replicas_searched() -> None:
         if replicas.answering(server):
             with route.routed(Route(server, fixed=True)):
                 await _searches()
-    await replicas.check()
+    await replicas.check_until_known(REPLICA_LAGS_KNOWN_WITHIN_S)
 
 
 async def _searches_then_close() -> list[str]:
