@@ -95,7 +95,7 @@ def main() -> None:
         if generation is None:
             sys.exit("no active generation: build the database with bench/search.py first")
         own_name = generations.hnsw_index_name(generation)
-        own = Index(own_name, generation.vector_type, *_built_with(conninfo(), own_name))
+        own = Index(own_name, generation.vector_type, *_built_with(own_name))
         kind = args.type or own.kind
         m = args.m or own.m
         ef_construction = args.ef_construction or own.ef_construction
@@ -175,12 +175,14 @@ def main() -> None:
                 )
 
 
-def _built_with(url: str, index: str) -> tuple[int, int]:
+def _built_with(index: str) -> tuple[int, int]:
     """The `m` and `ef_construction` the index was built with: the settings' may have
-    changed since."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT reloptions FROM pg_class WHERE oid = %s::regclass", [index])
-        options = dict(option.split("=") for option in (row.fetchone() or [None])[0] or [])
+    changed since. Read on Django's connection, which looked up the generation."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE oid = %s::regclass", [index])
+        options = dict(option.split("=") for option in (cursor.fetchone() or [None])[0] or [])
     return int(options.get("m", 16)), int(options.get("ef_construction", 64))  # pgvector's
 
 

@@ -42,7 +42,7 @@ from tests.admin_pages import EDITORS, listing_change_form, make_roles, member_o
 from tests.conftest import PATIENT_VECTOR_BUDGET_MS, eventually, first_search_answered
 from tests.factories import draft, source
 from tests.private_services import PrivatePostgres, streaming_replica
-from tests.scraping import scrape
+from tests.scraping import Scrape, scrape
 from tests.search_fixtures import about_results, new_active_generation, search_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -424,10 +424,7 @@ async def test_replica_unavailable_a_frozen_replica_costs_no_search_its_deadline
     assert unavailable > 0, during
     reason = "replica_unavailable"
     assert after.since(before, "retrieval_degradation_reasons_total", reason=reason) == unavailable
-    failed = sum(
-        after.total_since(before, "retrieval_replica_statements_total", outcome=outcome)
-        for outcome in ("late", "error")
-    )
+    failed = _failed_on_replica(after, before)
     assert failed > 0
 
 
@@ -452,11 +449,7 @@ async def test_replica_unavailable_a_replica_that_keeps_failing_is_cut_off_by_it
         return await failed_on_replica() >= at_least
 
     async def failed_on_replica() -> float:
-        after = await scrape(replicated.client)
-        return sum(
-            after.total_since(before, "retrieval_replica_statements_total", outcome=outcome)
-            for outcome in ("late", "error")
-        )
+        return _failed_on_replica(await scrape(replicated.client), before)
 
     await eventually(lambda: tried(5), REPLAY_TIMEOUT_S, "five statements failed on the replica")
     cut_off_after = await failed_on_replica()
@@ -537,3 +530,11 @@ async def test_a_warmed_up_process_reads_the_replica_from_its_first_search(
     assert await warm_up_this_loop()
     body = await _search(replicated.client, "jazz")
     assert about_results(body["reasons"]) == []
+
+
+def _failed_on_replica(after: Scrape, before: Scrape) -> float:
+    """Statements given up on a replica between the two scrapes, late or in error."""
+    return sum(
+        after.total_since(before, "retrieval_replica_statements_total", outcome=outcome)
+        for outcome in ("late", "error")
+    )
